@@ -1,0 +1,185 @@
+"""Opening a Kandev store: SQLAlchemy URLs, ``postgresql://`` URLs, or a plain SQLite path.
+
+Validation opens stores read-only (SQLite ``mode=ro``; PostgreSQL read-only transactions) and
+reads every fact of a run inside one snapshot. Anything that prevents a run is a
+:class:`StoreError`: one line, exit code 2, never a password.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, make_url
+
+KANDEV_TABLES = ("task_session_messages", "kandev_meta")
+DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
+
+
+class ExitCode(enum.IntEnum):
+    """What every kandev-dq command returns."""
+
+    OK = 0  #: every rule passed (or every migration step succeeded or was already done)
+    FAILED = 1  #: an error-severity rule failed (or a migration step failed)
+    COULD_NOT_RUN = 2  #: bad input, unreachable store, not a Kandev store
+
+
+class StoreError(Exception):
+    """The store could not be used; the message is one line and free of credentials."""
+
+    exit_code = ExitCode.COULD_NOT_RUN
+
+
+def resolve_url(target: str) -> URL:
+    """A SQLAlchemy URL for a URL or a SQLite file path (``postgresql://`` uses psycopg 3)."""
+    if "://" not in target:
+        return URL.create("sqlite", database=str(Path(target).expanduser().resolve()))
+    try:
+        url = make_url(target)
+    except sa.exc.ArgumentError:
+        raise StoreError(f"not a database URL: {redact(target)}") from None
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise StoreError(f"unsupported database {url.get_backend_name()!r}: use SQLite or PostgreSQL")
+    return url
+
+
+def redact(text: str) -> str:
+    """A URL (or any text holding one) without its password."""
+    try:
+        url = make_url(text)
+    except Exception:  # noqa: BLE001 - not a URL: nothing we can parse out of it
+        return text
+    return url.set(password=None).render_as_string(hide_password=False) if url.password else text
+
+
+@dataclass
+class Store:
+    """An open Kandev store."""
+
+    url: URL
+    engine: sa.Engine
+    read_only: bool
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def display_url(self) -> str:
+        """The URL with no password, safe for output, logs and generated files."""
+        return self.url.set(password=None).render_as_string(hide_password=False)
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sa.Connection]:
+        """One consistent read: PostgreSQL REPEATABLE READ (read-only), SQLite one read txn."""
+        with self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            else:
+                conn.exec_driver_sql("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.rollback()
+
+    def has_table(self, name: str) -> bool:
+        return sa.inspect(self.engine).has_table(name)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
+    file = Path(path)
+    if must_exist and not file.is_file():
+        raise StoreError(f"no SQLite store at {file}: the file does not exist")
+    mode = "ro" if read_only else "rwc"
+    uri = f"file:{quote(str(file))}?mode={mode}"
+
+    def connect() -> sqlite3.Connection:
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute("PRAGMA foreign_keys = ON")
+        return conn
+
+    return sa.create_engine("sqlite://", creator=connect)
+
+
+def open_store(
+    target: str | None,
+    *,
+    read_only: bool = True,
+    must_exist: bool = True,
+    require_kandev: bool = True,
+) -> Store:
+    """Open and probe a store; raise :class:`StoreError` with a one-line reason."""
+    target = target or os.environ.get("KANDEV_STORE_URL") or _default_store()
+    url = resolve_url(target)
+    if url.get_backend_name() == "sqlite":
+        if not url.database or url.database == ":memory:":
+            raise StoreError("an in-memory SQLite database is not a Kandev store")
+        engine = _sqlite_engine(url.database, read_only, must_exist)
+    else:
+        # Keep options the URL already carries (e.g. a search_path) beside the read-only one.
+        options = " ".join(
+            o for o in (url.query.get("options", ""),
+                        "-c default_transaction_read_only=on" if read_only else "") if o
+        )
+        engine = sa.create_engine(
+            url,
+            connect_args={"options": options, "connect_timeout": 5, "application_name": "kandev-dq"},
+            pool_pre_ping=True,
+        )
+    store = Store(url=url, engine=engine, read_only=read_only)
+    try:
+        with engine.connect() as conn:
+            names = set(sa.inspect(conn).get_table_names())
+    except sa.exc.DBAPIError as exc:
+        engine.dispose()
+        raise StoreError(_connection_reason(store, exc)) from None
+    missing = [t for t in KANDEV_TABLES if t not in names]
+    if require_kandev and missing:
+        engine.dispose()
+        raise StoreError(
+            f"{store.display_url} is not a Kandev store: missing table(s) {', '.join(missing)}"
+        )
+    return store
+
+
+def _default_store() -> str:
+    default = DEFAULT_STORE.expanduser()
+    if default.is_file():
+        return str(default)
+    raise StoreError("no store given: pass --store or set KANDEV_STORE_URL")
+
+
+def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
+    raw = str(exc.orig).strip().splitlines()
+    detail = raw[0] if raw else type(exc.orig).__name__
+    if store.url.password:
+        detail = detail.replace(store.url.password, "***")
+    lowered = " ".join(raw).lower()
+    where = store.display_url
+    if "password authentication failed" in lowered or "authentication failed" in lowered:
+        return f"cannot open {where}: authentication failed for user {store.url.username!r}"
+    if "does not exist" in lowered and "database" in lowered:
+        return f"cannot open {where}: the database does not exist"
+    if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
+        return f"cannot reach {where}: the server is not accepting connections"
+    if "file is not a database" in lowered:
+        return f"cannot open {where}: the file is not a SQLite database"
+    if "unable to open database" in lowered:
+        return f"cannot open {where}: SQLite cannot open the file"
+    if "locked" in lowered or "busy" in lowered:
+        return f"cannot read {where}: the database is locked by another process"
+    return f"cannot open {where}: {detail}"

@@ -1,0 +1,106 @@
+"""The store harness: every dialect-sensitive test runs on SQLite and on real PostgreSQL.
+
+PostgreSQL comes from ``KANDEV_TEST_POSTGRES_URL`` (a server URL whose user may create
+databases). Each test module gets a fresh database, each test a fresh schema in it. With
+``CI=true`` an unset or unreachable PostgreSQL fails the run; elsewhere those cases skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from kandev_dq import schema
+
+PG_ENV = "KANDEV_TEST_POSTGRES_URL"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@dataclass
+class StoreTarget:
+    """A fresh, empty database for one test: its URL and a read-write engine."""
+
+    dialect: str
+    url: str
+    engine: sa.Engine
+
+    def create_base(self, *, subagents: str | None = "amended") -> None:
+        """Create Kandev's base tables, plus the subagents table in the given shape."""
+        with self.engine.begin() as conn:
+            schema.create_base_tables(conn)
+            if subagents:
+                schema.create_subagents_table(conn, amended=subagents == "amended")
+
+
+def _pg_unavailable(reason: str):
+    if IN_CI:
+        pytest.fail(f"PostgreSQL is required when CI=true: {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL not available ({reason})")
+
+
+@pytest.fixture(scope="module")
+def pg_database():
+    """A fresh PostgreSQL database for this module, dropped afterwards."""
+    server = os.environ.get(PG_ENV)
+    if not server:
+        _pg_unavailable(f"{PG_ENV} is not set")
+    admin_url = make_url(server).set(drivername="postgresql+psycopg")
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"kdq_test_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sa.exc.OperationalError as exc:
+        admin.dispose()
+        _pg_unavailable(str(exc.orig).splitlines()[0])
+    try:
+        yield admin_url.set(database=name)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def _pg_target(pg_database) -> StoreTarget:
+    schema_name = f"t_{uuid.uuid4().hex[:10]}"
+    base = pg_database.render_as_string(hide_password=False)
+    with sa.create_engine(base).begin() as conn:
+        conn.exec_driver_sql(f'CREATE SCHEMA "{schema_name}"')
+    url = f"{base}?options={quote(f'-csearch_path={schema_name}')}"
+    return StoreTarget("postgresql", url, sa.create_engine(url))
+
+
+def _sqlite_target(tmp_path) -> StoreTarget:
+    path = tmp_path / "kandev.db"
+    engine = sa.create_engine(f"sqlite:///{path}")
+
+    @sa.event.listens_for(engine, "connect")
+    def _fk(dbapi_conn, _record):
+        dbapi_conn.execute("PRAGMA foreign_keys = ON")
+
+    return StoreTarget("sqlite", str(path), engine)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request, tmp_path) -> StoreTarget:
+    """An empty store on each dialect."""
+    if request.param == "postgresql":
+        made = _pg_target(request.getfixturevalue("pg_database"))
+    else:
+        made = _sqlite_target(tmp_path)
+    yield made
+    made.engine.dispose()
+
+
+@pytest.fixture
+def pg_target(request) -> StoreTarget:
+    """An empty PostgreSQL store, for the PostgreSQL-only cases (e.g. session time zones)."""
+    made = _pg_target(request.getfixturevalue("pg_database"))
+    yield made
+    made.engine.dispose()
