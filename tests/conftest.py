@@ -14,9 +14,8 @@ from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
-
 from kandev_dq import schema
+from sqlalchemy.engine import make_url
 
 PG_ENV = "KANDEV_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -94,6 +93,14 @@ def target(request, tmp_path) -> StoreTarget:
         made = _pg_target(request.getfixturevalue("pg_database"))
     else:
         made = _sqlite_target(tmp_path)
+    yield made
+    made.engine.dispose()
+
+
+@pytest.fixture
+def sqlite_target(tmp_path) -> StoreTarget:
+    """An empty SQLite store, for the SQLite-only cases (e.g. text storage forms)."""
+    made = _sqlite_target(tmp_path)
     yield made
     made.engine.dispose()
 

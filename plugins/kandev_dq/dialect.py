@@ -18,11 +18,11 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
+from kandev_dq.instants import Instant, fixed_text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator
-
-from kandev_dq.instants import Instant, fixed_text
 
 # --- exact instants --------------------------------------------------------------------------
 
@@ -40,8 +40,7 @@ def _utc_instant_sqlite(element, compiler, **kw):
     # Fraction digits are whatever follows the '.', minus the offset; trailing zeros may be
     # dropped with it because they are padded back to six (CONTRACT §1 trimmed widths).
     fraction = (
-        f"CASE WHEN substr({col}, 20, 1) = '.' "
-        f"THEN rtrim(substr({col}, 21), '+-:0Z') ELSE '' END"
+        f"CASE WHEN substr({col}, 20, 1) = '.' THEN rtrim(substr({col}, 21), '+-:0Z') ELSE '' END"
     )
     return (
         f"(substr({col}, 1, 10) || ' ' || substr({col}, 12, 8) || '.' || "
@@ -87,7 +86,11 @@ class _InstantComparison(ColumnElement):
         self.param = param
         self.operator = operator
 
-    _traverse_internals = []
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("param", InternalTraversal.dp_clauseelement),
+        ("operator", InternalTraversal.dp_string),
+    ]
 
 
 @compiles(_InstantComparison, "sqlite")
@@ -144,7 +147,8 @@ def _doc_sqlite(element, compiler, **kw):
 @compiles(metadata_doc, "postgresql")
 def _doc_postgresql(element, compiler, **kw):
     col = compiler.process(list(element.clauses)[0], **kw)
-    return f"(CASE WHEN {col} IS NULL OR btrim({col}) IN ('', 'null') THEN '{{}}' ELSE {col} END)::jsonb"
+    empty = f"{col} IS NULL OR btrim({col}) IN ('', 'null')"
+    return f"(CASE WHEN {empty} THEN '{{}}' ELSE {col} END)::jsonb"
 
 
 class _JsonPath(FunctionElement):
@@ -155,12 +159,14 @@ class _JsonPath(FunctionElement):
         super().__init__(doc)
 
     _traverse_internals = FunctionElement._traverse_internals + [
-        ("path", sa.sql.visitors.InternalTraversal.dp_plain_obj)
+        ("path", InternalTraversal.dp_plain_obj)
     ]
 
 
 class json_text(_JsonPath):  # noqa: N801
     """A JSON string at ``path`` as text; any other JSON type reads as NULL."""
+
+    inherit_cache = True
 
     type = sa.Text()
 
@@ -168,11 +174,15 @@ class json_text(_JsonPath):  # noqa: N801
 class json_number(_JsonPath):  # noqa: N801
     """A JSON number at ``path``; any other JSON type reads as NULL."""
 
+    inherit_cache = True
+
     type = sa.Numeric()
 
 
 class json_flag(_JsonPath):  # noqa: N801
     """A JSON boolean (or 0/1 number) at ``path`` as 1/0; anything else reads as NULL."""
+
+    inherit_cache = True
 
     type = sa.Integer()
 

@@ -192,7 +192,7 @@ def go_sqlite_text(value: datetime) -> str:
 
 
 def fixed_text(value: datetime) -> str:
-    """The fixed-width form the SQLite exact-instant construct yields: ``YYYY-MM-DD HH:MM:SS.ffffff``."""
+    """The fixed-width text the SQLite exact-instant construct yields (``…SS.ffffff``)."""
     value = value.astimezone(UTC) if value.tzinfo else value
     return value.strftime("%Y-%m-%d %H:%M:%S.%f")
 

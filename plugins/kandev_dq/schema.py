@@ -10,9 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from sqlalchemy.types import TypeDecorator, UserDefinedType
-
 from kandev_dq.instants import Instant, go_sqlite_text, parse_stored
+from sqlalchemy.types import TypeDecorator, UserDefinedType
 
 
 class _SqliteTimestamp(UserDefinedType):

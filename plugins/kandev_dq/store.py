@@ -7,7 +7,6 @@ reads every fact of a run inside one snapshot. Anything that prevents a run is a
 
 from __future__ import annotations
 
-import enum
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -17,24 +16,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import sqlalchemy as sa
+from kandev_dq.errors import StoreError
 from sqlalchemy.engine import URL, make_url
 
 KANDEV_TABLES = ("task_session_messages", "kandev_meta")
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
-
-
-class ExitCode(enum.IntEnum):
-    """What every kandev-dq command returns."""
-
-    OK = 0  #: every rule passed (or every migration step succeeded or was already done)
-    FAILED = 1  #: an error-severity rule failed (or a migration step failed)
-    COULD_NOT_RUN = 2  #: bad input, unreachable store, not a Kandev store
-
-
-class StoreError(Exception):
-    """The store could not be used; the message is one line and free of credentials."""
-
-    exit_code = ExitCode.COULD_NOT_RUN
 
 
 def resolve_url(target: str) -> URL:
@@ -48,7 +34,9 @@ def resolve_url(target: str) -> URL:
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
     if url.get_backend_name() not in ("sqlite", "postgresql"):
-        raise StoreError(f"unsupported database {url.get_backend_name()!r}: use SQLite or PostgreSQL")
+        raise StoreError(
+            f"unsupported database {url.get_backend_name()!r}: use SQLite or PostgreSQL"
+        )
     return url
 
 
@@ -107,8 +95,9 @@ def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
     uri = f"file:{quote(str(file))}?mode={mode}"
 
     def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0, isolation_level=None,
-                               check_same_thread=False)
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=5.0, isolation_level=None, check_same_thread=False
+        )
         conn.execute("PRAGMA foreign_keys = ON")
         return conn
 
@@ -132,12 +121,20 @@ def open_store(
     else:
         # Keep options the URL already carries (e.g. a search_path) beside the read-only one.
         options = " ".join(
-            o for o in (url.query.get("options", ""),
-                        "-c default_transaction_read_only=on" if read_only else "") if o
+            o
+            for o in (
+                url.query.get("options", ""),
+                "-c default_transaction_read_only=on" if read_only else "",
+            )
+            if o
         )
         engine = sa.create_engine(
             url,
-            connect_args={"options": options, "connect_timeout": 5, "application_name": "kandev-dq"},
+            connect_args={
+                "options": options,
+                "connect_timeout": 5,
+                "application_name": "kandev-dq",
+            },
             pool_pre_ping=True,
         )
     store = Store(url=url, engine=engine, read_only=read_only)

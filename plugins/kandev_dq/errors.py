@@ -1,0 +1,23 @@
+"""Exit codes and the one error type every command turns into a one-line message."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitCode(enum.IntEnum):
+    """What every kandev-dq command returns."""
+
+    OK = 0  #: every rule passed (or every migration step succeeded or was already done)
+    FAILED = 1  #: an error-severity rule failed (or a migration step failed)
+    COULD_NOT_RUN = 2  #: bad input, unreachable store, not a Kandev store, broken project
+
+
+class KandevDqError(Exception):
+    """A run could not happen; the message is one line and free of credentials."""
+
+    exit_code = ExitCode.COULD_NOT_RUN
+
+
+class StoreError(KandevDqError):
+    """The store could not be opened or is not a Kandev store."""

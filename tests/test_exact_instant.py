@@ -1,0 +1,255 @@
+"""The exact-instant construct and key binding on both dialects (AC-24e, CONTRACT §1).
+
+These pin the comparisons that a string comparison or ``julianday`` gets wrong: the 1-µs
+boundary, a row later on the key's calendar day, whole seconds against fractions, trimmed
+fraction widths, sub-microsecond key digits, and a non-UTC PostgreSQL session time zone.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kandev_dq.dialect import (
+    at_or_after,
+    before,
+    instant_param,
+    json_flag,
+    json_number,
+    json_text,
+    metadata_doc,
+    utc_instant,
+)
+from kandev_dq.instants import STORAGE_FORMS, parse_key, parse_stored
+from kandev_dq.schema import StoredTimestamp
+
+probe_meta = sa.MetaData()
+probe = sa.Table(
+    "instant_probe",
+    probe_meta,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("ts", StoredTimestamp, nullable=False),
+    sa.Column("doc", sa.Text),
+)
+
+
+def _load(engine, rows: dict[str, str | datetime]) -> None:
+    """Rows by id; SQLite text is stored verbatim, PostgreSQL gets the parsed instant."""
+    with engine.begin() as conn:
+        probe_meta.drop_all(conn)
+        probe_meta.create_all(conn)
+        if rows:
+            conn.execute(
+                probe.insert(),
+                [
+                    {"id": k, "ts": v if engine.dialect.name == "sqlite" else parse_stored(v)}
+                    for k, v in rows.items()
+                ],
+            )
+
+
+def _after(engine, key: str) -> set[str]:
+    param = instant_param("key", parse_key(key))
+    with engine.connect() as conn:
+        after = set(conn.scalars(sa.select(probe.c.id).where(at_or_after(probe.c.ts, param))))
+        earlier = set(conn.scalars(sa.select(probe.c.id).where(before(probe.c.ts, param))))
+        total = set(conn.scalars(sa.select(probe.c.id)))
+    assert after | earlier == total and not after & earlier  # a partition, no row lost
+    return after
+
+
+def test_one_microsecond_boundary(target):
+    _load(
+        target.engine,
+        {
+            "at": "2026-07-30 01:39:37.271235+00:00",
+            "one_micro_before": "2026-07-30 01:39:37.271234+00:00",
+            "one_micro_after": "2026-07-30 01:39:37.271236+00:00",
+        },
+    )
+    assert _after(target.engine, "2026-07-30T01:39:37.271235Z") == {"at", "one_micro_after"}
+
+
+def test_same_day_later_rows_are_after_and_previous_day_before(target):
+    _load(
+        target.engine,
+        {
+            "same_instant": "2026-07-30 01:39:37.271235+00:00",
+            "late_same_day": "2026-07-30 23:59:59.999999+00:00",
+            "previous_day": "2026-07-29 23:59:59+00:00",
+            "early_same_day": "2026-07-30 00:00:00+00:00",
+        },
+    )
+    # Compared as strings, the ' ' vs 'T' separator snaps the boundary to midnight.
+    assert _after(target.engine, "2026-07-30T01:39:37Z") == {"same_instant", "late_same_day"}
+    assert _after(target.engine, "2026-07-30T00:00:00Z") == {
+        "same_instant",
+        "late_same_day",
+        "early_same_day",
+    }
+
+
+def test_whole_second_against_fraction(target):
+    _load(
+        target.engine,
+        {
+            "whole": "2026-07-30 01:39:37+00:00",
+            "half": "2026-07-30 01:39:37.5+00:00",
+            "next_whole": "2026-07-30 01:39:38+00:00",
+            "just_after_whole": "2026-07-30 01:39:37.000001+00:00",
+        },
+    )
+    assert _after(target.engine, "2026-07-30T01:39:37.5Z") == {"half", "next_whole"}
+    assert _after(target.engine, "2026-07-30T01:39:37Z") == {
+        "whole",
+        "half",
+        "next_whole",
+        "just_after_whole",
+    }
+    # '…37Z' sorts after '…37.5Z' as text ('Z' > '.'); as instants it is earlier.
+    assert _after(target.engine, "2026-07-30T01:39:37.000001Z") == {
+        "half",
+        "next_whole",
+        "just_after_whole",
+    }
+
+
+@pytest.mark.parametrize("width", range(7))
+def test_every_trimmed_fraction_width(target, width):
+    digits = "123456"[:width]
+    stored = f"2026-07-30 01:39:37{'.' + digits if digits else ''}+00:00"
+    exact = datetime(2026, 7, 30, 1, 39, 37, int(digits.ljust(6, "0") or 0), tzinfo=UTC)
+    _load(target.engine, {"row": stored})
+    at_key = exact.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    past_key = (exact + timedelta(microseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert _after(target.engine, at_key) == {"row"}
+    assert _after(target.engine, past_key) == set()
+
+
+def test_sub_microsecond_key_digits(target):
+    _load(
+        target.engine,
+        {
+            "truncated_micro": "2026-07-30 01:39:37.271235+00:00",
+            "next_micro": "2026-07-30 01:39:37.271236+00:00",
+        },
+    )
+    # The key lies strictly inside the truncated microsecond: that row is before it.
+    assert _after(target.engine, "2026-07-30T01:39:37.271235001Z") == {"next_micro"}
+    assert _after(target.engine, "2026-07-30T01:39:37.271235999Z") == {"next_micro"}
+    # Zero sub-µs digits: equality lands after (AC-24 point 3).
+    assert _after(target.engine, "2026-07-30T01:39:37.271235000Z") == {
+        "truncated_micro",
+        "next_micro",
+    }
+
+
+def test_key_offsets_are_honoured(target):
+    _load(target.engine, {"row": "2026-07-30 01:39:37+00:00"})
+    assert _after(target.engine, "2026-07-29T21:39:37-04:00") == {"row"}
+    assert _after(target.engine, "2026-07-29T21:39:37.000001-04:00") == set()
+
+
+def test_every_sqlite_storage_form_reads_the_same_instant(sqlite_target):
+    target = sqlite_target  # the forms are SQLite text; PostgreSQL stores a native TIMESTAMP
+    moment = datetime(2026, 7, 30, 1, 39, 37, 270000, tzinfo=UTC)
+    _load(target.engine, {name: form(moment) for name, form in STORAGE_FORMS.items()})
+    with target.engine.connect() as conn:
+        read = set(conn.scalars(sa.select(utc_instant(probe.c.ts))))
+    assert read == {"2026-07-30 01:39:37.270000"}
+    assert _after(target.engine, "2026-07-30T01:39:37.27Z") == set(STORAGE_FORMS)
+    assert _after(target.engine, "2026-07-30T01:39:37.270001Z") == set()
+
+
+def test_non_utc_postgres_session_time_zone(pg_target):
+    rows = {
+        "at": "2026-07-30 01:39:37.271235+00:00",
+        "one_micro_before": "2026-07-30 01:39:37.271234+00:00",
+        "late_same_day": "2026-07-30 23:59:59.999999+00:00",
+    }
+    _load(pg_target.engine, rows)
+    zoned = sa.create_engine(f"{pg_target.url}{quote(' -cTimeZone=America/New_York')}")
+    try:
+        with zoned.connect() as conn:
+            assert conn.exec_driver_sql("SHOW TimeZone").scalar() == "America/New_York"
+            read = dict(conn.execute(sa.select(probe.c.id, utc_instant(probe.c.ts))).all())
+        assert read["at"] == datetime(2026, 7, 30, 1, 39, 37, 271235, tzinfo=UTC)
+        assert _after(zoned, "2026-07-30T01:39:37.271235Z") == {"at", "late_same_day"}
+        assert _after(zoned, "2026-07-29T21:39:37.271235-04:00") == {"at", "late_same_day"}
+    finally:
+        zoned.dispose()
+
+
+_instants = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59, 999999)
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.tuples(_instants, st.sampled_from(sorted(STORAGE_FORMS))), min_size=2, max_size=12),
+    _instants,
+)
+def test_sql_order_equals_python_order(target, values, key_moment):
+    moments = {f"r{i}": m.replace(tzinfo=UTC) for i, (m, _) in enumerate(values)}
+    stored = {
+        f"r{i}": STORAGE_FORMS[form](m.replace(tzinfo=UTC)) for i, (m, form) in enumerate(values)
+    }
+    _load(target.engine, stored)
+    with target.engine.connect() as conn:
+        sql_order = list(
+            conn.scalars(sa.select(probe.c.id).order_by(utc_instant(probe.c.ts), probe.c.id))
+        )
+    assert sql_order == sorted(moments, key=lambda k: (moments[k], k))
+    key = key_moment.replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    expected = {k for k, m in moments.items() if m >= key_moment.replace(tzinfo=UTC)}
+    assert _after(target.engine, key) == expected
+
+
+@pytest.mark.parametrize("raw", [None, "", "null", "  null ", "{}", "[1, 2]", '"text"', "42"])
+def test_metadata_normalisation_never_raises(target, raw):
+    _load(target.engine, {"row": "2026-07-30 01:39:37+00:00"})
+    with target.engine.begin() as conn:
+        conn.execute(probe.update().values(doc=raw))
+        doc = metadata_doc(probe.c.doc)
+        row = conn.execute(
+            sa.select(
+                json_text(doc, "normalized", "kind"),
+                json_number(doc, "normalized", "subagent_task", "total_tokens"),
+                json_flag(doc, "normalized", "subagent_task", "is_async"),
+            )
+        ).one()
+    assert tuple(row) == (None, None, None)
+
+
+def test_json_extraction_reads_typed_values(target):
+    _load(target.engine, {"row": "2026-07-30 01:39:37+00:00"})
+    document = (
+        '{"status": "completed", "normalized": {"kind": "subagent_task", "subagent_task": '
+        '{"status": "async_launched", "total_tokens": 12, "is_async": true, "model": 7}}}'
+    )
+    with target.engine.begin() as conn:
+        conn.execute(probe.update().values(doc=document))
+        doc = metadata_doc(probe.c.doc)
+        row = conn.execute(
+            sa.select(
+                json_text(doc, "status"),
+                json_text(doc, "normalized", "subagent_task", "status"),
+                json_number(doc, "normalized", "subagent_task", "total_tokens"),
+                json_flag(doc, "normalized", "subagent_task", "is_async"),
+                json_text(doc, "normalized", "subagent_task", "model"),
+            )
+        ).one()
+    assert (row[0], row[1], int(row[2]), row[3], row[4]) == (
+        "completed",
+        "async_launched",
+        12,
+        1,
+        None,
+    )
