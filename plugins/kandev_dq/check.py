@@ -1,0 +1,148 @@
+"""Running a checkpoint against a live store and reading its verdict.
+
+The store is opened read-only, one snapshot is pinned for the whole run, GX runs the
+checkpoint (its actions build the data docs), and the results become a typed
+:class:`CheckReport`. GX's own ``success`` ignores severity; the verdict here fails only on an
+error-severity (GX ``critical``) failure, or on warnings too with ``fail_on="warning"``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kandev_dq.errors import ExitCode, KandevDqError
+from kandev_dq.expectations.base import exception_message
+from kandev_dq.facts.activation import read_keys, state_of
+from kandev_dq.ledger import KeyLedger, store_identity
+from kandev_dq.project import URL_VARIABLE, load_context
+from kandev_dq.snapshot import pinned
+from kandev_dq.store import Store, open_store
+
+SEVERITY_NAMES = {"critical": "error", "warning": "warning", "info": "info"}
+LEDGER = Path("uncommitted") / "key_ledger.json"
+
+
+@dataclass
+class RuleResult:
+    expectation: str
+    rules: list[str]
+    severity: str
+    success: bool
+    observed_value: Any
+    unexpected_count: int | None
+    message: str
+
+
+@dataclass
+class CheckReport:
+    store: str
+    dialect: str
+    checkpoint: str
+    success: bool
+    state: str
+    keys: dict[str, str | None]
+    results: list[RuleResult] = field(default_factory=list)
+    docs_index: str | None = None
+
+    def failures(self, severity: str) -> list[RuleResult]:
+        return [r for r in self.results if not r.success and r.severity == severity]
+
+    def exit_code(self, fail_on: str = "error") -> ExitCode:
+        failing = self.failures("error") + (
+            self.failures("warning") if fail_on == "warning" else []
+        )
+        return ExitCode.FAILED if failing else ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("docs_index")
+        return data
+
+
+def gx_url(store: Store) -> str:
+    """The read-only URL GX's data source connects with (lives only in this process)."""
+    if store.dialect == "sqlite":
+        return f"sqlite:///file:{quote(store.url.database or '')}?mode=ro&uri=true"
+    options = " ".join(
+        o for o in (store.url.query.get("options", ""), "-c default_transaction_read_only=on") if o
+    )
+    return store.url.update_query_dict({"options": options}).render_as_string(hide_password=False)
+
+
+def run_check(project: Path, target: str | None, checkpoint: str) -> CheckReport:
+    """Validate ``target`` with ``checkpoint``; never writes to the store."""
+    store = open_store(target, read_only=True)
+    try:
+        context = load_context(project)
+        if checkpoint not in {c.name for c in context.checkpoints.all()}:
+            known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
+            raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")
+        url = gx_url(store)
+        os.environ[URL_VARIABLE] = url
+        identity = store_identity(store.url)
+        ledger = KeyLedger(Path(project) / LEDGER)
+        with pinned(store.engine, url, identity, ledger.path) as run:
+            keys = read_keys(run.connection)
+            outcome = context.checkpoints.get(checkpoint).run()
+        ledger.record(identity, keys)
+        report = CheckReport(
+            store=store.display_url,
+            dialect=store.dialect,
+            checkpoint=checkpoint,
+            success=True,
+            state=state_of(keys),
+            keys=keys,
+            results=[_rule_result(r) for v in outcome.run_results.values() for r in v.results],
+        )
+        report.success = not report.failures("error")
+        report.docs_index = _docs_index(project)
+        return report
+    finally:
+        store.dispose()
+
+
+def _rule_result(result) -> RuleResult:
+    config = result.expectation_config
+    severity = getattr(config.severity, "value", config.severity) or "critical"
+    body = result.result or {}
+    details = body.get("details") or {}
+    error = exception_message(result)
+    if error:
+        message = f"could not evaluate: {error}"
+    else:
+        message = details.get("message") or _builtin_message(body, result.success)
+    return RuleResult(
+        expectation=config.type,
+        rules=list((config.meta or {}).get("rules") or details.get("rules") or []),
+        severity=SEVERITY_NAMES.get(severity, severity),
+        success=bool(result.success) and not error,
+        observed_value=body.get("observed_value"),
+        unexpected_count=body.get("unexpected_count"),
+        message=message,
+    )
+
+
+def _builtin_message(body: dict[str, Any], success: bool) -> str:
+    count = body.get("unexpected_count")
+    if count is None:
+        return "passed" if success else f"observed {body.get('observed_value')!r}"
+    return f"{count} unexpected of {body.get('element_count')} rows"
+
+
+def _docs_index(project: Path) -> str | None:
+    index = Path(project) / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    return str(index) if index.is_file() else None
+
+
+def verdict_line(report: CheckReport) -> str:
+    errors, warnings = len(report.failures("error")), len(report.failures("warning"))
+    word = "PASSED" if report.success else "FAILED"
+    return (
+        f"{word}: checkpoint {report.checkpoint} on {report.store} ({report.dialect}), "
+        f"state {report.state}; {errors} error(s), {warnings} warning(s) "
+        f"of {len(report.results)} rules"
+    )

@@ -1,0 +1,8 @@
+"""kandev-dq's custom expectations, grouped by contract section.
+
+Importing this package registers every expectation and facts metric with GX; it must happen
+before any suite, checkpoint or data docs are loaded (GX drops unknown expectation types from
+a suite silently), which :mod:`kandev_dq.project` guarantees.
+"""
+
+from kandev_dq.expectations import activation  # noqa: F401

@@ -1,0 +1,346 @@
+"""Activation-key rules (CONTRACT §5, the seed): write-once, atomic pair, four states,
+sentinel and microsecond boundary, plus the AC-25 disclosure a consumer needs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from great_expectations.expectations.metadata_types import FailureSeverity
+from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
+from kandev_dq.facts.activation import (
+    STATES,
+    activation_facts,
+    disclosure_facts,
+    sentinel_backfill_facts,
+)
+from kandev_dq.instants import (
+    BACKFILL_THROUGH,
+    CAPTURE_SINCE,
+    EXECUTION_SINCE,
+    Precision,
+    parse_key,
+)
+from kandev_dq.ledger import KeyLedger, changes, store_identity
+from kandev_dq.snapshot import current_run
+
+ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
+SENTINEL_BACKFILL = register_facts(
+    "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
+)
+DISCLOSURE = register_facts("kandev.disclosure_facts", disclosure_facts)
+
+
+class _ActivationExpectation(KandevExpectation):
+    facts: ClassVar[str] = ACTIVATION
+
+
+class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
+    """No activation key ever changes or disappears once seen (AC-24, seed point 5).
+
+    One snapshot cannot show a rewrite, so each run compares the keys with the key ledger:
+    the first value ever seen of each key of this store. A legacy second-precision key is
+    not to be "upgraded" either: any change is an error naming the old and new values.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24",)
+    rule_text: ClassVar[str] = "Activation keys are write-once: never rewritten, never deleted"
+
+    def _validate(
+        self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
+    ):
+        facts = metrics[self.facts]
+        run = current_run()
+        if run is not None and run.ledger_path is not None:
+            first_seen = KeyLedger(run.ledger_path).first_seen(run.store_identity)
+        elif os.environ.get("KANDEV_DQ_LEDGER") and execution_engine is not None:
+            ledger = KeyLedger(Path(os.environ["KANDEV_DQ_LEDGER"]))
+            first_seen = ledger.first_seen(store_identity(execution_engine.engine.url))
+        else:
+            return self.result_of(
+                Finding(
+                    False,
+                    "no ledger",
+                    "no key ledger for this run: run it through `kandev-dq check`",
+                )
+            )
+        changed = changes(first_seen, facts["keys"])
+        if not changed:
+            finding = Finding(True, 0, "every key seen before still holds its first value")
+        else:
+            said = "; ".join(f"{c['key']}: {c['first_seen']!r} -> {c['now']!r}" for c in changed)
+            finding = Finding(
+                False, len(changed), f"key rewritten or deleted: {said}", len(changed), changed
+            )
+        return self.result_of(finding)
+
+
+class ExpectBackfillThroughNotAfterCaptureSince(_ActivationExpectation):
+    """``backfill_through <= capture_since`` when both are instants (AC-24 points 1 and 4).
+
+    backfill_through is a MAX over messages the backfill covered, capture_since is sampled
+    after that INSERT: a high-water mark past the capture boundary over-claims coverage.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24d")
+    rule_text: ClassVar[str] = "backfill_through is not later than capture_since"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        through = facts["described"][BACKFILL_THROUGH]
+        capture = facts["described"][CAPTURE_SINCE]
+        if through["kind"] != "instant" or capture["kind"] != "instant":
+            return Finding(True, "not comparable", "not both instants: nothing to order")
+        later = parse_key(through["raw"]) > parse_key(capture["raw"])
+        observed = {"backfill_through": through["raw"], "capture_since": capture["raw"]}
+        if later:
+            return Finding(False, observed, "backfill_through is later than capture_since", 1)
+        return Finding(True, observed, "backfill_through precedes capture_since")
+
+
+class ExpectActivationKeysToBePaired(_ActivationExpectation):
+    """capture_since and backfill_through are both present or both absent (AC-24d).
+
+    The backfill and both of its keys commit in one transaction. A partial pair left by the
+    pre-amendment three-statement writer is repaired by the next migrate run (AC-24d rev. 4).
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24d", "AC-24a")
+    rule_text: ClassVar[str] = "capture_since and backfill_through are both present or both absent"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        present = {k: facts["keys"][k] is not None for k in (CAPTURE_SINCE, BACKFILL_THROUGH)}
+        if len(set(present.values())) == 1:
+            word = "both present" if present[CAPTURE_SINCE] else "both absent"
+            return Finding(True, word, f"the backfill key pair is {word}")
+        missing = next(k for k, here in present.items() if not here)
+        return Finding(
+            False,
+            f"only {next(k for k, here in present.items() if here)}",
+            f"partial key pair: {missing} is missing; the next `kandev-dq migrate` run repairs it",
+            1,
+        )
+
+
+class ExpectActivationStateToBeInSet(_ActivationExpectation):
+    """The store's AC-24c state is one of ``accepted_states``.
+
+    The state is read from key presence alone (capture_since, execution_since), never from
+    rows: ``fully_activated``, ``capture_only``, ``execution_only``, ``not_activated``.
+    """
+
+    accepted_states: list[str]
+    success_keys: ClassVar[tuple[str, ...]] = ("accepted_states",)
+    rules: ClassVar[tuple[str, ...]] = ("AC-24c", "AC-24b")
+    rule_text: ClassVar[str] = "The store's activation state (AC-24c) is an accepted one"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        unknown = set(self.accepted_states) - set(STATES)
+        if unknown:
+            return Finding(False, facts["state"], f"unknown state(s) accepted: {sorted(unknown)}")
+        state = facts["state"]
+        accepted = ", ".join(self.accepted_states)
+        if state in self.accepted_states:
+            return Finding(True, state, f"state {state} is accepted ({accepted})")
+        return Finding(False, state, f"state {state} is not accepted ({accepted})", 1)
+
+
+class ExpectExecutionSinceOnlyOnAmendedSchema(_ActivationExpectation):
+    """execution_since is present only when AC-33 clauses 1-3 hold in the live schema (AC-33b).
+
+    The key says "the amended shape was observed"; present on a pre-amendment table, it
+    lets consumers trust execution ids that the schema cannot hold (AC-24b, AC-33a).
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-33b", "AC-33a", "AC-24c")
+    rule_text: ClassVar[str] = "execution_since is written only over the amended schema"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        present = facts["keys"][EXECUTION_SINCE] is not None
+        if present and not facts["amended"]:
+            why = "; ".join(facts["schema_findings"]) or "the table is missing"
+            return Finding(
+                False, "key present, schema not amended", f"execution_since present but {why}", 1
+            )
+        return Finding(True, "consistent", "execution_since agrees with the live schema")
+
+
+class ExpectExecutionSinceNotPendingSelfHeal(_ActivationExpectation):
+    """The amended schema holds and execution_since is written (AC-33b self-heal case).
+
+    Amended but key absent means a committed rebuild whose key write failed; the next
+    migrate run writes it with no rebuild. A warning, since nothing is lost meanwhile.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
+    rules: ClassVar[tuple[str, ...]] = ("AC-33b",)
+    rule_text: ClassVar[str] = "execution_since is present whenever the amended schema holds"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if facts["amended"] and facts["keys"][EXECUTION_SINCE] is None:
+            return Finding(
+                False,
+                "self-heal pending",
+                "self-heal pending: the next `kandev-dq migrate` run writes execution_since",
+                1,
+            )
+        return Finding(True, "consistent", "no self-heal pending")
+
+
+class ExpectActivationKeysToBeWellFormed(_ActivationExpectation):
+    """Every present key is an RFC3339 instant; only backfill_through may be ``''`` (AC-24f).
+
+    A key in a column's storage form (``2026-07-30 01:39:37+00:00``) or any other text is a
+    key no consumer can compare exactly (AC-24e). The sentinel is never parsed.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24e", "AC-24f", "AC-24")
+    rule_text: ClassVar[str] = "Present keys are RFC3339 instants (backfill_through may be '')"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        bad = [
+            {"key": name, "value": d["raw"], "error": d["error"]}
+            for name, d in facts["described"].items()
+            if d["kind"] == "malformed"
+        ]
+        observed = {name: d["kind"] for name, d in facts["described"].items()}
+        if bad:
+            said = "; ".join(f"{b['key']}: {b['error']}" for b in bad)
+            return Finding(False, observed, f"malformed key: {said}", len(bad), bad)
+        return Finding(True, observed, "every present key is well formed")
+
+
+class ExpectActivationKeysToCarrySubsecondPrecision(_ActivationExpectation):
+    """Keys carry sub-second precision (AC-24 point 3); a legacy second-precision key is
+    reported as the disclosed limitation of seed point 5, never repaired (info)."""
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
+    rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
+    rule_text: ClassVar[str] = "Keys carry sub-second precision (legacy second keys disclosed)"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        precision = {
+            name: d["precision"] for name, d in facts["described"].items() if d["kind"] == "instant"
+        }
+        legacy = sorted(name for name, p in precision.items() if p == Precision.SECOND)
+        if legacy:
+            return Finding(
+                False,
+                precision,
+                f"second-precision key(s) {', '.join(legacy)}: up to 1 s of boundary ambiguity, "
+                "a disclosed limitation (seed point 5); never rewrite them",
+                len(legacy),
+            )
+        return Finding(True, precision, "every instant key carries sub-second precision")
+
+
+class ExpectBackfillThroughToCoverQualifyingMessages(_ActivationExpectation):
+    """Every qualifying message created at or before backfill_through has a subagent row
+    with its (task_session_id, tool_call_id): otherwise the key over-claims coverage
+    (AC-24 point 1, AC-24d's MAX-before-INSERT rule), compared exactly (AC-24e)."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24d", "AC-24e", "AC-21")
+    rule_text: ClassVar[str] = "Every qualifying message up to backfill_through has a row"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        return counted(
+            facts.get("uncovered_messages"),
+            "qualifying message(s) at or before backfill_through without a subagent row",
+            "backfill_through over-claims coverage",
+        )
+
+
+class ExpectNoBackfillRowsAfterCaptureSince(_ActivationExpectation):
+    """No backfill row is observed at or after capture_since (AC-24 point 4, AC-24e).
+
+    capture_since is sampled after the backfill INSERT; a backfill row past it means the
+    key was sampled too early (e.g. at transaction start) and over-claims live capture.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e", "AC-25")
+    rule_text: ClassVar[str] = "No backfill row is observed at or after capture_since"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        return counted(
+            facts.get("backfill_after_capture"),
+            "backfill row(s) observed at or after capture_since",
+            "capture_since was sampled too early",
+        )
+
+
+class ExpectNoBackfillRowsAfterBackfillThrough(_ActivationExpectation):
+    """Backfill rows observed after backfill_through are an under-claim: the key names an
+    earlier mark than the backfill reached. Harmless under AC-25, disclosed at info."""
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
+    rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
+    rule_text: ClassVar[str] = "backfill_through is not earlier than the newest backfill row"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        return counted(
+            facts.get("backfill_after_through"),
+            "backfill row(s) observed after backfill_through",
+            "the key under-claims (disclosed, not an error)",
+        )
+
+
+class _SentinelExpectation(KandevExpectation):
+    facts: ClassVar[str] = SENTINEL_BACKFILL
+    window_minutes: float = 10.0
+    success_keys: ClassVar[tuple[str, ...]] = ("window_minutes",)
+
+
+class ExpectNoBackfillRowsUnderSentinel(_SentinelExpectation):
+    """``backfill_through = ''`` means the backfill matched nothing (AC-24f), so no backfill
+    row may exist — the "derived from what this attempt inserted" defect publishes exactly
+    that (AC-24 point 1). Rows just before capture_since are judged by the next rule."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24f", "AC-24")
+    rule_text: ClassVar[str] = "No backfill rows exist when backfill_through is the '' sentinel"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if not facts["sentinel"]:
+            return Finding(True, "not the sentinel", "backfill_through is not ''")
+        return counted(
+            facts.get("outside_window"),
+            "backfill row(s) on a store whose backfill matched nothing",
+            "backfill_through was derived from what one attempt inserted",
+        )
+
+
+class ExpectNoBackfillRowsInsideSentinelWindow(_SentinelExpectation):
+    """Under the ``''`` sentinel, backfill rows observed within ``window_minutes`` before
+    capture_since can come from a message committed between the MAX and the INSERT under
+    PostgreSQL READ COMMITTED (AC-24d rev. 3): a warning, not an error."""
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
+    rules: ClassVar[tuple[str, ...]] = ("AC-24f", "AC-24d")
+    rule_text: ClassVar[str] = "No backfill rows inside the backfill window under the sentinel"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if not facts["sentinel"]:
+            return Finding(True, "not the sentinel", "backfill_through is not ''")
+        return counted(
+            facts.get("inside_window"),
+            "backfill row(s) just before capture_since under the '' sentinel",
+            "a message committed between the MAX and the INSERT",
+        )
+
+
+class ExpectPopulationToBeDisclosed(KandevExpectation):
+    """The AC-25 disclosure: rows by source, by side of each key, and by execution identity.
+
+    Always passes; its observed value is the table a consumer needs to compare backfill and
+    live rows honestly. A real UUID before execution_since counts as real (AC-25 rev. 4).
+    """
+
+    facts: ClassVar[str] = DISCLOSURE
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
+    rules: ClassVar[tuple[str, ...]] = ("AC-25", "AC-32")
+    rule_text: ClassVar[str] = "The backfill/live and execution-identity split is disclosed"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        population = facts["population"]
+        total = sum(row["rows"] for row in population)
+        message = f"{total} rows in {len(population)} population cell(s)"
+        return Finding(True, population, message, None, population)

@@ -1,0 +1,216 @@
+"""What every kandev-dq expectation shares: facts metrics, findings, and data-docs rendering.
+
+A *family of facts* (activation, health, rows, schema, backfill) is computed by one GX metric
+in one snapshot and shared by every expectation that judges it (GX computes a metric once per
+validation for identical kwargs). Each expectation is one small class: the AC ids it encodes,
+one sentence saying what it checks, and a ``judge`` turning facts into a :class:`Finding`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from great_expectations.execution_engine import SqlAlchemyExecutionEngine
+from great_expectations.expectations.expectation import BatchExpectation
+from great_expectations.expectations.metadata_types import FailureSeverity
+from great_expectations.expectations.metrics.metric_provider import metric_value
+from great_expectations.expectations.metrics.table_metric_provider import TableMetricProvider
+from great_expectations.render import (
+    LegacyDiagnosticRendererType,
+    LegacyRendererType,
+    RenderedStringTemplateContent,
+    RenderedTableContent,
+)
+from great_expectations.render.renderer.renderer import renderer
+from kandev_dq.snapshot import facts_for
+
+
+def register_facts(
+    name: str, compute: Callable[..., dict[str, Any]], value_keys: tuple[str, ...] = ()
+) -> str:
+    """Register GX metric ``name`` computing one family of facts; return the metric name."""
+
+    def _sqlalchemy(
+        cls,
+        execution_engine,
+        metric_domain_kwargs,
+        metric_value_kwargs,
+        metrics,
+        runtime_configuration,
+    ):
+        params = {key: metric_value_kwargs[key] for key in value_keys}
+        family = name + repr(sorted(params.items()))
+        return facts_for(execution_engine.engine, family, lambda conn: compute(conn, **params))
+
+    type(
+        f"FactsMetric_{name.replace('.', '_')}",
+        (TableMetricProvider,),
+        {
+            "metric_name": name,
+            "value_keys": value_keys,
+            "_sqlalchemy": metric_value(engine=SqlAlchemyExecutionEngine)(_sqlalchemy),
+            "__module__": __name__,
+        },
+    )
+    return name
+
+
+@dataclass
+class Finding:
+    """One rule's verdict on one snapshot."""
+
+    success: bool
+    observed_value: Any
+    message: str
+    unexpected_count: int | None = None
+    sample: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
+    """The common shape: ``count`` offending rows with a capped ``sample`` of them."""
+    part = facts_part or {"count": 0, "sample": []}
+    count = part["count"]
+    message = f"no {noun}" if not count else f"{count} {noun}; {fix}"
+    return Finding(count == 0, count, message, count, part["sample"])
+
+
+class KandevExpectation(BatchExpectation):
+    """Base of every kandev-dq expectation; subclasses set ``rules``, ``rule_text``, ``facts``."""
+
+    rules: ClassVar[tuple[str, ...]] = ()
+    rule_text: ClassVar[str] = ""
+    facts: ClassVar[str] = ""
+    #: GX drops a severity equal to the field default from a suite's JSON, so a subclass
+    #: cannot override the field; suites are built with :meth:`at_default_severity`.
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.CRITICAL
+    metric_dependencies: ClassVar[tuple[str, ...]] = ()
+    success_keys: ClassVar[tuple[str, ...]] = ()
+    domain_keys: ClassVar[tuple[str, ...]] = ("batch_id",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.facts:
+            cls.metric_dependencies = (cls.facts,)
+
+    @classmethod
+    def at_default_severity(cls, **kwargs: Any) -> KandevExpectation:
+        """An instance carrying this rule's own severity (error, warning or info)."""
+        return cls(severity=cls.default_severity, **kwargs)
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        raise NotImplementedError
+
+    def _validate(
+        self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
+    ):
+        return self.result_of(self.judge(metrics[self.facts]))
+
+    def result_of(self, finding: Finding) -> dict[str, Any]:
+        """A finding in GX's result shape (details carry the one-line message and AC ids)."""
+        return {
+            "success": finding.success,
+            "result": {
+                "observed_value": finding.observed_value,
+                "unexpected_count": finding.unexpected_count,
+                "partial_unexpected_list": finding.sample,
+                "details": {
+                    "message": finding.message,
+                    "rules": list(self.rules),
+                    **finding.details,
+                },
+            },
+        }
+
+    # --- data docs (the legacy renderer hooks are the ones GX 1.x site builders call) ---------
+
+    @classmethod
+    @renderer(renderer_type=LegacyRendererType.PRESCRIPTIVE)
+    def _prescriptive_renderer(
+        cls, configuration=None, result=None, runtime_configuration=None, **kw
+    ):
+        config = configuration or (result.expectation_config if result else None)
+        severity = getattr(config, "severity", None) if config is not None else None
+        severity = getattr(severity, "value", severity) or "critical"
+        return [
+            RenderedStringTemplateContent(
+                content_block_type="string_template",
+                string_template={
+                    "template": "$rule ($rules; severity $severity)",
+                    "params": {
+                        "rule": cls.rule_text,
+                        "rules": ", ".join(cls.rules),
+                        "severity": severity,
+                    },
+                },
+            )
+        ]
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.OBSERVED_VALUE)
+    def _diagnostic_observed_value_renderer(
+        cls, configuration=None, result=None, runtime_configuration=None, **kw
+    ):
+        if result is None or not result.result:
+            return "--"
+        return _short(result.result.get("observed_value"))
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_STATEMENT)
+    def _diagnostic_unexpected_statement_renderer(
+        cls, configuration=None, result=None, runtime_configuration=None, **kw
+    ):
+        if result is None:
+            return []
+        error = exception_message(result)
+        details = (result.result or {}).get("details") or {}
+        text = f"Could not evaluate: {error}" if error else details.get("message")
+        if not text:
+            return []
+        return [
+            RenderedStringTemplateContent(
+                content_block_type="string_template",
+                string_template={
+                    "template": "$message",
+                    "params": {"message": text[:500]},
+                    "styling": {"classes": ["text-danger" if not result.success else "text-muted"]},
+                },
+            )
+        ]
+
+    @classmethod
+    @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_TABLE)
+    def _diagnostic_unexpected_table_renderer(
+        cls, configuration=None, result=None, runtime_configuration=None, **kw
+    ):
+        rows = (result.result or {}).get("partial_unexpected_list") if result else None
+        if not rows:
+            return None
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        return [
+            RenderedTableContent(
+                content_block_type="table",
+                header_row=columns,
+                table=[[_short(row.get(column)) for column in columns] for row in rows],
+                styling={"body": {"classes": ["table-bordered", "table-sm", "mt-3"]}},
+            )
+        ]
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def exception_message(result) -> str | None:
+    """The error a result carries: flat ``exception_info`` or GX's per-metric nested form."""
+    info = getattr(result, "exception_info", None) or {}
+    if info.get("raised_exception"):
+        return str(info.get("exception_message"))
+    for value in info.values():
+        if isinstance(value, dict) and value.get("raised_exception"):
+            return str(value.get("exception_message")).splitlines()[0]
+    return None

@@ -1,0 +1,216 @@
+"""Facts behind the activation-key rules (CONTRACT §5, the seed): one snapshot, few scans.
+
+Keys are parsed in Python and bound as exact instants (AC-24e); ``''`` is never parsed
+(AC-24f). A second-precision key written by the pre-amendment build is read with the one
+second of tolerance the seed discloses (AC-24 point 5): its true instant lies in [key, key+1s).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from kandev_dq.dialect import at_or_after, before, instant_param
+from kandev_dq.instants import (
+    ACTIVATION_KEYS,
+    BACKFILL_THROUGH,
+    CAPTURE_SINCE,
+    EXECUTION_SINCE,
+    EmptySentinel,
+    Instant,
+    MalformedKey,
+    Precision,
+    read_key,
+)
+from kandev_dq.observe import observe_subagents
+from kandev_dq.queries import count_and_sample, display, qualifies, subagent_messages
+from kandev_dq.schema import UNKNOWN_EXECUTION, kandev_meta, subagents
+
+STATES = ("fully_activated", "capture_only", "execution_only", "not_activated")
+_LEGACY_TOLERANCE = timedelta(seconds=1)
+
+
+def read_keys(conn: sa.Connection) -> dict[str, str | None]:
+    rows = conn.execute(
+        sa.select(kandev_meta.c.key, kandev_meta.c.value).where(
+            kandev_meta.c.key.in_(ACTIVATION_KEYS)
+        )
+    ).all()
+    found = dict(rows)
+    return {key: found.get(key) for key in ACTIVATION_KEYS}
+
+
+def describe_key(name: str, raw: str | None) -> dict[str, Any]:
+    """A key as a reviewer sees it: absent, sentinel, a parsed instant, or malformed (why)."""
+    if raw is None:
+        return {"kind": "absent"}
+    try:
+        value = read_key(name, raw)
+    except MalformedKey as exc:
+        return {"kind": "malformed", "raw": raw[:80], "error": str(exc)}
+    if isinstance(value, EmptySentinel):
+        return {"kind": "sentinel", "raw": ""}
+    return {
+        "kind": "instant",
+        "raw": raw,
+        "instant": value.rfc3339nano(),
+        "precision": value.precision,
+    }
+
+
+def state_of(keys: dict[str, str | None]) -> str:
+    """AC-24c: the state is read from key presence alone, never from rows."""
+    capture, execution = keys[CAPTURE_SINCE] is not None, keys[EXECUTION_SINCE] is not None
+    return {
+        (True, True): "fully_activated",
+        (True, False): "capture_only",
+        (False, True): "execution_only",
+        (False, False): "not_activated",
+    }[(capture, execution)]
+
+
+def _instant(name: str, raw: str | None) -> Instant | None:
+    try:
+        value = read_key(name, raw)
+    except MalformedKey:
+        return None
+    return value if isinstance(value, Instant) else None
+
+
+def _latest_possible(key: Instant) -> Instant:
+    """The latest instant a key may stand for: a legacy second-precision key spans 1 s."""
+    if key.precision is Precision.SECOND:
+        return Instant(key.micro + _LEGACY_TOLERANCE - timedelta(microseconds=1), 0)
+    return key
+
+
+def _next_micro(key: Instant) -> Instant:
+    """The first microsecond strictly after ``key`` (so ``col < it`` means ``col <= key``)."""
+    return Instant(key.micro + timedelta(microseconds=1), 0)
+
+
+def activation_facts(conn: sa.Connection) -> dict[str, Any]:
+    keys = read_keys(conn)
+    shape = observe_subagents(conn)
+    facts: dict[str, Any] = {
+        "keys": keys,
+        "described": {name: describe_key(name, raw) for name, raw in keys.items()},
+        "state": state_of(keys),
+        "table_exists": shape.table_exists,
+        "amended": shape.clauses_1_to_3_hold,
+        "schema_findings": shape.problems(),
+    }
+    if not shape.table_exists:
+        return facts
+    capture = _instant(CAPTURE_SINCE, keys[CAPTURE_SINCE])
+    through = _instant(BACKFILL_THROUGH, keys[BACKFILL_THROUGH])
+    rows = subagents.c
+    row_cols = [rows.id, rows.task_session_id, rows.tool_call_id, rows.source, rows.observed_at]
+    facts["backfill_rows"] = conn.execute(
+        sa.select(sa.func.count()).where(rows.source == "backfill")
+    ).scalar_one()
+
+    if capture is not None:
+        # AC-24 point 4: every backfilled message predates capture_since (sampled after INSERT).
+        bound = instant_param("capture_since", _next_micro(_latest_possible(capture)))
+        late = sa.select(*row_cols).where(
+            rows.source == "backfill", at_or_after(rows.observed_at, bound)
+        )
+        facts["backfill_after_capture"] = _counted(conn, late.order_by(rows.observed_at, rows.id))
+
+    if through is not None:
+        # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
+        sm = subagent_messages()
+        covered_until = instant_param("backfill_through", _next_micro(through))
+        has_row = (
+            sa.select(sa.literal(1))
+            .where(
+                rows.task_session_id == sm.c.task_session_id, rows.tool_call_id == sm.c.tool_call_id
+            )
+            .exists()
+        )
+        uncovered = sa.select(
+            sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at
+        ).where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
+        facts["uncovered_messages"] = _counted(conn, uncovered.order_by(sm.c.created_at, sm.c.id))
+        # An under-claim (rows past the published mark) is disclosed, never an error.
+        past = instant_param("through_latest", _next_micro(_latest_possible(through)))
+        under = sa.select(*row_cols).where(
+            rows.source == "backfill", at_or_after(rows.observed_at, past)
+        )
+        facts["backfill_after_through"] = _counted(conn, under.order_by(rows.observed_at, rows.id))
+    return facts
+
+
+def _counted(conn: sa.Connection, stmt: sa.Select) -> dict[str, Any]:
+    count, sample = count_and_sample(conn, stmt)
+    return {"count": count, "sample": sample}
+
+
+def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]:
+    """Backfill rows on a store whose backfill_through is '' (AC-24f), split by the window.
+
+    A message committed between the MAX and the INSERT under READ COMMITTED is inserted
+    inside the backfill's transaction, just before capture_since: that window is tolerated.
+    """
+    keys = read_keys(conn)
+    shape = observe_subagents(conn)
+    facts: dict[str, Any] = {
+        "sentinel": keys[BACKFILL_THROUGH] == "",
+        "table_exists": shape.table_exists,
+    }
+    if not (facts["sentinel"] and shape.table_exists):
+        return facts
+    rows = subagents.c
+    backfill = sa.select(rows.id, rows.task_session_id, rows.tool_call_id, rows.observed_at).where(
+        rows.source == "backfill"
+    )
+    capture = _instant(CAPTURE_SINCE, keys[CAPTURE_SINCE])
+    if capture is None:
+        facts["outside_window"] = _counted(conn, backfill.order_by(rows.observed_at, rows.id))
+        facts["inside_window"] = {"count": 0, "sample": []}
+        return facts
+    start = instant_param(
+        "window_start", Instant(capture.micro - timedelta(minutes=window_minutes))
+    )
+    in_window = at_or_after(rows.observed_at, start)
+    facts["outside_window"] = _counted(conn, backfill.where(~in_window).order_by(rows.observed_at))
+    facts["inside_window"] = _counted(conn, backfill.where(in_window).order_by(rows.observed_at))
+    return facts
+
+
+def disclosure_facts(conn: sa.Connection) -> dict[str, Any]:
+    """AC-25: rows by source, by side of each key, and by execution identity."""
+    keys = read_keys(conn)
+    shape = observe_subagents(conn)
+    if not shape.table_exists:
+        return {"table_exists": False, "population": []}
+    rows = subagents.c
+    columns = []
+    for label, name in (("capture_since", CAPTURE_SINCE), ("execution_since", EXECUTION_SINCE)):
+        key = _instant(name, keys[name])
+        if key is None:
+            side = sa.literal("no key")
+        else:
+            side = sa.case(
+                (at_or_after(rows.observed_at, instant_param(label, key)), "at_or_after"),
+                else_="before",
+            )
+        columns.append(side.label(label))
+    if shape.has_execution_column:
+        identity = sa.case(
+            (sa.column("agent_execution_id") == UNKNOWN_EXECUTION, "unknown"), else_="real"
+        )
+    else:
+        identity = sa.literal("unknown")
+    columns.append(identity.label("execution_identity"))
+    grouped = sa.select(rows.source, *columns, sa.func.count().label("rows")).select_from(subagents)
+    grouped = grouped.group_by(*(sa.literal_column(str(i)) for i in range(1, len(columns) + 2)))
+    result = conn.execute(
+        grouped.order_by(*(sa.literal_column(str(i)) for i in range(1, len(columns) + 2)))
+    )
+    return {
+        "table_exists": True,
+        "population": [{k: display(v) for k, v in row.items()} for row in result.mappings()],
+    }

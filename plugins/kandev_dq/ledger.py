@@ -1,0 +1,62 @@
+"""The key ledger: the first value seen of each activation key, per store (AC-24 write-once).
+
+One snapshot cannot show that a key was rewritten or deleted; a record across runs can. The
+ledger lives beside the validation results (``uncommitted/key_ledger.json``), names stores
+without credentials, only ever adds a first sighting, and is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import unquote
+
+from sqlalchemy.engine import URL
+
+
+def store_identity(url: URL) -> str:
+    """A store's name in the ledger: the URL without user or password."""
+    if url.get_backend_name() == "sqlite":
+        path = unquote((url.database or "").removeprefix("file:"))
+        return f"sqlite:{Path(path).resolve()}"
+    return url.set(drivername="postgresql", username=None, password=None).render_as_string()
+
+
+class KeyLedger:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def _load(self) -> dict[str, dict[str, str]]:
+        if not self.path.is_file():
+            return {}
+        return json.loads(self.path.read_text(encoding="utf-8"))
+
+    def first_seen(self, identity: str) -> dict[str, str]:
+        return dict(self._load().get(identity, {}))
+
+    def record(self, identity: str, keys: dict[str, str | None]) -> None:
+        """Add first sightings of present keys; a recorded value is never replaced."""
+        ledger = self._load()
+        seen = ledger.setdefault(identity, {})
+        added = {k: v for k, v in keys.items() if v is not None and k not in seen}
+        if not added:
+            return
+        seen.update(added)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".key_ledger.")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(ledger, handle, indent=2, sort_keys=True)
+        os.replace(tmp, self.path)
+
+
+def changes(
+    first_seen: dict[str, str], current: dict[str, str | None]
+) -> list[dict[str, str | None]]:
+    """Keys whose value differs from its first sighting, or that vanished."""
+    return [
+        {"key": key, "first_seen": old, "now": current.get(key)}
+        for key, old in sorted(first_seen.items())
+        if current.get(key) != old
+    ]

@@ -1,0 +1,82 @@
+"""One consistent read for a whole checkpoint run, and what the run knows about its store.
+
+GX's SQL execution engine hands each metric its own connection, so on its own every custom
+metric would read its own snapshot. ``kandev-dq check`` therefore *pins* one read-only
+snapshot (PostgreSQL: REPEATABLE READ READ ONLY; SQLite: one read transaction) before it runs
+a checkpoint; every kandev-dq fact is read through :func:`facts_for`, which uses the pinned
+connection when the execution engine points at the pinned store, and caches each family of
+facts for the run so that suites of one checkpoint share both the snapshot and the scan.
+Run directly through GX (no pin), each family of facts still reads within one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+Facts = dict[str, Any]
+
+
+@dataclass
+class RunContext:
+    """The pinned read of one run: its connection, store identity and fact cache."""
+
+    connection: sa.Connection
+    gx_url: str
+    store_identity: str
+    ledger_path: Path | None = None
+    cache: dict[str, Facts] = field(default_factory=dict)
+
+
+_current: ContextVar[RunContext | None] = ContextVar("kandev_dq_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    return _current.get()
+
+
+def begin_snapshot(conn: sa.Connection) -> None:
+    """Start one consistent, read-only transaction on ``conn`` (both dialects)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    else:
+        conn.exec_driver_sql("BEGIN")
+
+
+@contextmanager
+def pinned(
+    engine: sa.Engine, gx_url: str, store_identity: str, ledger_path: Path | None = None
+) -> Iterator[RunContext]:
+    """Pin one snapshot of ``engine`` for every fact read while the block runs."""
+    with engine.connect() as raw:
+        conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+        begin_snapshot(conn)
+        run = RunContext(conn, gx_url, store_identity, ledger_path)
+        token = _current.set(run)
+        try:
+            yield run
+        finally:
+            _current.reset(token)
+            conn.exec_driver_sql("ROLLBACK")
+
+
+def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection], Facts]) -> Facts:
+    """The facts of one family, read in the run's pinned snapshot when there is one."""
+    run = current_run()
+    if run is not None and engine.url.render_as_string(hide_password=False) == run.gx_url:
+        if family not in run.cache:
+            run.cache[family] = compute(run.connection)
+        return run.cache[family]
+    with engine.connect() as raw:
+        conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+        begin_snapshot(conn)
+        try:
+            return compute(conn)
+        finally:
+            conn.exec_driver_sql("ROLLBACK")
