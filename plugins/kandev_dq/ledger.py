@@ -21,7 +21,8 @@ def store_identity(url: URL) -> str:
     if url.get_backend_name() == "sqlite":
         path = unquote((url.database or "").removeprefix("file:"))
         return f"sqlite:{Path(path).resolve()}"
-    return url.set(drivername="postgresql", username=None, password=None).render_as_string()
+    bare = url._replace(drivername="postgresql", username=None, password=None)
+    return bare.render_as_string(hide_password=False)
 
 
 class KeyLedger:

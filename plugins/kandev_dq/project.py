@@ -154,9 +154,10 @@ data_docs_sites:
 def build_project(root: Path) -> Path:
     """Write a complete project (yml, suites, validation definitions, checkpoints) into root."""
     import great_expectations as gx
-    import kandev_dq.expectations  # noqa: F401
     import sqlalchemy as sa
     from great_expectations.checkpoint import UpdateDataDocsAction
+
+    import kandev_dq.expectations  # noqa: F401
     from kandev_dq import schema
 
     quiet_gx()

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+
 from kandev_dq.dialect import json_flag, json_number, json_text, metadata_doc
 from kandev_dq.instants import parse_stored
 from kandev_dq.schema import task_session_messages as messages

@@ -16,8 +16,9 @@ from pathlib import Path
 from urllib.parse import quote
 
 import sqlalchemy as sa
-from kandev_dq.errors import StoreError
 from sqlalchemy.engine import URL, make_url
+
+from kandev_dq.errors import StoreError
 
 KANDEV_TABLES = ("task_session_messages", "kandev_meta")
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
@@ -46,7 +47,12 @@ def redact(text: str) -> str:
         url = make_url(text)
     except Exception:  # noqa: BLE001 - not a URL: nothing we can parse out of it
         return text
-    return url.set(password=None).render_as_string(hide_password=False) if url.password else text
+    return without_password(url).render_as_string(hide_password=False) if url.password else text
+
+
+def without_password(url: URL) -> URL:
+    """The URL with its password removed (``URL.set`` ignores None, so it cannot do this)."""
+    return url._replace(password=None)
 
 
 @dataclass
@@ -64,7 +70,7 @@ class Store:
     @property
     def display_url(self) -> str:
         """The URL with no password, safe for output, logs and generated files."""
-        return self.url.set(password=None).render_as_string(hide_password=False)
+        return without_password(self.url).render_as_string(hide_password=False)
 
     @contextmanager
     def snapshot(self) -> Iterator[sa.Connection]:

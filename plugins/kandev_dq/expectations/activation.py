@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
+
 from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
 from kandev_dq.facts.activation import (
     STATES,

@@ -25,6 +25,7 @@ from great_expectations.render import (
     RenderedTableContent,
 )
 from great_expectations.render.renderer.renderer import renderer
+
 from kandev_dq.snapshot import facts_for
 
 

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import sqlalchemy as sa
+
 from kandev_dq.dialect import at_or_after, before, instant_param
 from kandev_dq.instants import (
     ACTIVATION_KEYS,

@@ -1,0 +1,211 @@
+"""The ``kandev-dq`` command line.
+
+Exit codes (:class:`kandev_dq.errors.ExitCode`): 0 every rule passed / every migration step
+succeeded or was already done; 1 an error-severity rule failed (``--fail-on warning``: a
+warning too) / a migration step failed; 2 the command could not run (bad input, unreachable
+store, not a Kandev store, broken project). Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kandev_dq.errors import ExitCode, KandevDqError
+from kandev_dq.store import redact
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Validate a Kandev store against the subagent-context contract (Great Expectations).",
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Store URL (sqlite:///…, postgresql://…) or SQLite file path. "
+        "Default: $KANDEV_STORE_URL, then ~/.kandev/data/kandev.db.",
+        show_default=False,
+    ),
+]
+ProjectOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--project",
+        help="GX project folder. Default: the current folder if it holds "
+        "great_expectations.yml, else the project kandev-dq was installed from.",
+        show_default=False,
+    ),
+]
+
+
+class Format(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class FailOn(StrEnum):
+    error = "error"
+    warning = "warning"
+
+
+class Shape(StrEnum):
+    none = "none"
+    pre_amendment = "pre_amendment"
+    amended = "amended"
+
+
+def _project(project: Path | None) -> Path:
+    from kandev_dq.project import default_project
+
+    return project or default_project()
+
+
+@app.command()
+def sample(
+    out_target: Annotated[
+        str, typer.Option("--out", help="SQLite file path or PostgreSQL URL to create.")
+    ] = "kandev-sample.db",
+    scale: Annotated[int, typer.Option(min=1, help="Scale units (1 = 253 subagent messages).")] = 1,
+    seed: Annotated[int, typer.Option(help="Random seed; same seed, same store.")] = 0,
+    subagents: Annotated[
+        Shape, typer.Option(help="Create task_session_subagents in this shape.")
+    ] = Shape.none,
+) -> None:
+    """Generate a Kandev-shaped sample store (a store predating the feature by default)."""
+    from kandev_dq.sample import create_store, generate
+    from kandev_dq.store import open_store, resolve_url
+
+    url = resolve_url(out_target)
+    if url.get_backend_name() == "sqlite" and Path(url.database or "").exists():
+        raise KandevDqError(f"{url.database} already exists: choose a new --out path")
+    store = open_store(out_target, read_only=False, must_exist=False, require_kandev=False)
+    try:
+        if store.has_table("task_session_messages"):
+            raise KandevDqError(
+                f"{store.display_url} already holds a Kandev store: not touching it"
+            )
+        shape = None if subagents is Shape.none else subagents.value
+        create_store(store.engine, subagents=shape)
+        summary = generate(store.engine, scale=scale, seed=seed)
+    finally:
+        store.dispose()
+    out.print(f"sample store: {store.display_url}")
+    out.print(
+        f"  {summary.sessions} sessions, {summary.turns} turns, {summary.messages} messages "
+        f"({summary.subagent_messages} subagent, {summary.ordinary_messages} ordinary)"
+    )
+    statuses = ", ".join(f"{k or '(none)'}={v}" for k, v in summary.by_agent_status.items())
+    out.print(f"  subagent statuses: {statuses}")
+    out.print(f"  created_at from {summary.first_created_at} to {summary.last_created_at}")
+
+
+@app.command()
+def migrate(
+    store: StoreOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the state and the steps; write nothing.")
+    ] = False,
+    output: Annotated[Format, typer.Option("--format")] = Format.text,
+) -> None:
+    """Bring a store to the contract's end state: schema change, then the one-time backfill."""
+    from kandev_dq import migrate as migration
+    from kandev_dq.store import open_store
+
+    opened = open_store(store, read_only=dry_run)
+    try:
+        report = migration.run(opened, dry_run=dry_run)
+    finally:
+        opened.dispose()
+    if output is Format.json:
+        print(json.dumps(report.to_dict(), default=str))
+    else:
+        out.print(report.render(), markup=False)
+    raise typer.Exit(int(report.exit_code))
+
+
+@app.command()
+def check(
+    store: StoreOption = None,
+    checkpoint: Annotated[
+        str, typer.Option(help="nightly, pre_release or post_migration.")
+    ] = "nightly",
+    output: Annotated[Format, typer.Option("--format")] = Format.text,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
+    project: ProjectOption = None,
+) -> None:
+    """Run a checkpoint against a store (read-only) and report failed and warned rules."""
+    from kandev_dq.check import run_check, verdict_line
+
+    report = run_check(_project(project), store, checkpoint)
+    if output is Format.json:
+        print(json.dumps(report.to_json(), default=str))
+    else:
+        _print_report(report, verdict_line(report))
+    raise typer.Exit(int(report.exit_code(fail_on.value)))
+
+
+def _print_report(report, headline: str) -> None:
+    flagged = [r for r in report.results if not r.success and r.severity != "info"]
+    if flagged:
+        table = Table("severity", "rule", "AC", "finding")
+        for column in table.columns:
+            column.overflow = "fold"
+        for r in flagged:
+            table.add_row(r.severity, r.expectation, ", ".join(r.rules), r.message)
+        out.print(table)
+    out.print(headline, markup=False)
+    if report.docs_index:
+        out.print(f"data docs: {report.docs_index}", markup=False)
+
+
+@app.command()
+def rules(
+    project: ProjectOption = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
+) -> None:
+    """The coverage table: AC -> expectation -> suite -> severity."""
+    from kandev_dq.coverage import coverage_rows, markdown_table
+
+    rows = coverage_rows(_project(project))
+    if markdown:
+        print(markdown_table(rows))
+        return
+    table = Table("AC", "summary", "expectation", "suite", "severity")
+    for row in rows:
+        table.add_row(row.ac, row.summary, row.expectation, row.suite, row.severity)
+    out.print(table)
+
+
+def main() -> None:
+    """Console entry point: one-line errors and documented exit codes, never a traceback."""
+    try:
+        app()
+    except KandevDqError as exc:
+        err.print(f"kandev-dq: error: {redact(str(exc))}", markup=False)
+        sys.exit(int(exc.exit_code))
+    except KeyboardInterrupt:
+        err.print("kandev-dq: interrupted", markup=False)
+        sys.exit(int(ExitCode.COULD_NOT_RUN))
+    except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        if os.environ.get("KANDEV_DQ_DEBUG"):
+            raise
+        first = (str(exc).strip().splitlines() or [""])[0]
+        err.print(
+            f"kandev-dq: error: {type(exc).__name__}: {redact(first)} "
+            "(set KANDEV_DQ_DEBUG=1 for details)",
+            markup=False,
+        )
+        sys.exit(int(ExitCode.COULD_NOT_RUN))
