@@ -159,13 +159,17 @@ def check(
 
 def _print_report(report, headline: str) -> None:
     flagged = [r for r in report.results if not r.success and r.severity != "info"]
-    if flagged:
+    if flagged and out.is_terminal:
         table = Table("severity", "rule", "AC", "finding")
         for column in table.columns:
             column.overflow = "fold"
         for r in flagged:
             table.add_row(r.severity, r.expectation, ", ".join(r.rules), r.message)
         out.print(table)
+    else:  # plain lines for logs, cron mail and pipes
+        for r in flagged:
+            line = f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"
+            out.print(line, markup=False)
     out.print(headline, markup=False)
     if report.docs_index:
         out.print(f"data docs: {report.docs_index}", markup=False)

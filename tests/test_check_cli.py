@@ -1,0 +1,132 @@
+"""`kandev-dq check` as a user runs it: a fresh process, JSON shape, exit codes, GX pitfalls."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from kandev_dq.storebuilder import StoreBuilder
+from tests.gxhelpers import check, copy_project
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"
+
+
+def kandev_dq(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
+    return subprocess.run(
+        [sys.executable, "-c", "from kandev_dq.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def project(tmp_path):
+    return copy_project(tmp_path / "project")
+
+
+def test_json_output_in_a_fresh_process(target, project):
+    StoreBuilder(target.engine).create().keys(CAPTURE, "", CAPTURE)
+    done = kandev_dq("check", "--store", target.url, "--project", str(project), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)  # exactly one JSON object on stdout
+    assert set(report) == {"store", "dialect", "checkpoint", "success", "state", "keys", "results"}
+    assert report["dialect"] == target.dialect and report["state"] == "fully_activated"
+    assert report["keys"]["subagent_context_backfill_through"] == ""
+    first = report["results"][0]
+    assert set(first) == {
+        "expectation",
+        "rules",
+        "severity",
+        "success",
+        "observed_value",
+        "unexpected_count",
+        "message",
+    }
+    assert all(r["severity"] in ("error", "warning", "info") for r in report["results"])
+    assert all(r["rules"] for r in report["results"])
+
+
+def test_exit_codes(target, project):
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, None, CAPTURE)  # a partial pair: an error-severity failure
+    failing = kandev_dq("check", "--store", target.url, "--project", str(project))
+    assert failing.returncode == 1, failing.stderr
+    assert "expect_activation_keys_to_be_paired" in failing.stdout
+    missing = kandev_dq("check", "--store", str(project / "absent.db"), "--project", str(project))
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("kandev-dq: error:") and len(missing.stderr.splitlines()) == 1
+
+
+def test_fail_on_warning(target, project):
+    # Only a warning fails: a backfill row inside the sentinel's window (AC-24f, AC-24d).
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, "", CAPTURE)
+    session = store.session()
+    store.subagent_row(session, "toolu_raced", "2026-07-30 01:39:35+00:00", source="backfill")
+    args = ("check", "--store", target.url, "--project", str(project))
+    lenient = kandev_dq(*args)
+    assert lenient.returncode == 0, lenient.stdout + lenient.stderr
+    assert "expect_no_backfill_rows_inside_sentinel_window" in lenient.stdout
+    assert kandev_dq(*args, "--fail-on", "warning").returncode == 1
+
+
+def test_a_suite_with_an_unknown_expectation_type_refuses_to_run(target, project):
+    StoreBuilder(target.engine).create().keys(CAPTURE, "", CAPTURE)
+    suite_path = project / "expectations" / "activation.json"
+    suite = json.loads(suite_path.read_text())
+    suite["expectations"].append(
+        {"type": "expect_something_unregistered", "kwargs": {}, "meta": {}}
+    )
+    suite_path.write_text(json.dumps(suite))
+    done = kandev_dq("check", "--store", target.url, "--project", str(project))
+    assert done.returncode == 2
+    assert "loaded" in done.stderr and "expectations" in done.stderr
+
+
+def test_a_sql_error_inside_a_rule_is_a_failure_not_a_pass(target, project):
+    # A subagents table missing a contract column makes the facts query fail.
+    StoreBuilder(target.engine).create(subagents=None).keys(CAPTURE, "", CAPTURE)
+    with target.engine.begin() as conn:
+        conn.execute(
+            sa.text(
+                "CREATE TABLE task_session_subagents (id TEXT PRIMARY KEY, task_session_id TEXT)"
+            )
+        )
+    report = check(project, target)
+    broken = [r for r in report.results if r.message.startswith("could not evaluate")]
+    assert broken and all(not r.success for r in broken)
+    assert not report.success
+
+
+def test_the_project_folder_must_exist(target, tmp_path):
+    StoreBuilder(target.engine).create()
+    done = kandev_dq("check", "--store", target.url, "--project", str(tmp_path / "nowhere"))
+    assert done.returncode == 2 and "not a kandev-dq project" in done.stderr
+
+
+def test_validation_never_writes_to_the_store(sqlite_target, project):
+    StoreBuilder(sqlite_target.engine).create().keys(CAPTURE, "", CAPTURE)
+    sqlite_target.engine.dispose()
+    before = Path(sqlite_target.url).read_bytes()
+    os.chmod(sqlite_target.url, 0o444)
+    done = kandev_dq(
+        "check",
+        "--store",
+        sqlite_target.url,
+        "--project",
+        str(project),
+        "--checkpoint",
+        "pre_release",
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert Path(sqlite_target.url).read_bytes() == before
