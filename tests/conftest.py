@@ -14,8 +14,9 @@ from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
-from kandev_dq import schema
 from sqlalchemy.engine import make_url
+
+from kandev_dq import schema
 
 PG_ENV = "KANDEV_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -84,6 +85,22 @@ def _sqlite_target(tmp_path) -> StoreTarget:
         dbapi_conn.execute("PRAGMA foreign_keys = ON")
 
     return StoreTarget("sqlite", str(path), engine)
+
+
+@pytest.fixture(scope="session")
+def built_project(tmp_path_factory):
+    """The GX project as the code defines it (suites, checkpoints), built once per worker."""
+    from kandev_dq.project import build_project
+
+    return build_project(tmp_path_factory.mktemp("gx") / "project")
+
+
+@pytest.fixture
+def project(built_project, tmp_path):
+    """A private copy of the built project for one test (its own ledger, results, docs)."""
+    from tests.gxhelpers import copy_project
+
+    return copy_project(built_project, tmp_path / "project")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,4 +1,4 @@
-"""Running the shipped GX project against a test store, in an isolated copy of the project."""
+"""Running the GX project against a test store, in an isolated copy of the project."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ REPO = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ("great_expectations.yml", "expectations", "checkpoints", "validation_definitions")
 
 
-def copy_project(destination: Path) -> Path:
-    """A private copy of the repository's GX project (its own ledger, results and docs)."""
+def copy_project(source: Path, destination: Path) -> Path:
+    """A private copy of a GX project (its own ledger, results and docs)."""
     destination.mkdir(parents=True, exist_ok=True)
     for part in PROJECT_PARTS:
-        source = REPO / part
-        if source.is_dir():
-            shutil.copytree(source, destination / part)
+        if (source / part).is_dir():
+            shutil.copytree(source / part, destination / part)
         else:
-            shutil.copy(source, destination / part)
+            shutil.copy(source / part, destination / part)
     return destination
 
 

@@ -9,17 +9,12 @@ import pytest
 
 from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
 from kandev_dq.storebuilder import T0, StoreBuilder
-from tests.gxhelpers import check, copy_project, failed, result
+from tests.gxhelpers import check, failed, result
 
 US = timedelta(microseconds=1)
 CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0
 THROUGH = "2026-07-30T01:30:00.5Z"
 EXECUTION = "2026-07-30T01:39:37.000001Z"
-
-
-@pytest.fixture
-def project(tmp_path):
-    return copy_project(tmp_path / "project")
 
 
 @pytest.fixture

@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from kandev_dq.storebuilder import StoreBuilder
-from tests.gxhelpers import check, copy_project
+from tests.gxhelpers import check
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 
@@ -27,11 +26,6 @@ def kandev_dq(*args: str, cwd=None) -> subprocess.CompletedProcess:
         env=env,
         timeout=300,
     )
-
-
-@pytest.fixture
-def project(tmp_path):
-    return copy_project(tmp_path / "project")
 
 
 def test_json_output_in_a_fresh_process(target, project):
