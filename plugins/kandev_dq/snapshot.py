@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 Facts = dict[str, Any]
 
@@ -50,20 +51,30 @@ def begin_snapshot(conn: sa.Connection) -> None:
 
 
 @contextmanager
+def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
+    """A connection inside one consistent read-only transaction, rolled back afterwards."""
+    with engine.connect() as raw:
+        conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+        begin_snapshot(conn)
+        try:
+            yield conn
+        finally:
+            conn.exec_driver_sql("ROLLBACK")
+
+
+@contextmanager
 def pinned(
     engine: sa.Engine, gx_url: str, store_identity: str, ledger_path: Path | None = None
 ) -> Iterator[RunContext]:
     """Pin one snapshot of ``engine`` for every fact read while the block runs."""
-    with engine.connect() as raw:
-        conn = raw.execution_options(isolation_level="AUTOCOMMIT")
-        begin_snapshot(conn)
-        run = RunContext(conn, gx_url, store_identity, ledger_path)
+    normalised = make_url(gx_url).render_as_string(hide_password=False)
+    with read_snapshot(engine) as conn:
+        run = RunContext(conn, normalised, store_identity, ledger_path)
         token = _current.set(run)
         try:
             yield run
         finally:
             _current.reset(token)
-            conn.exec_driver_sql("ROLLBACK")
 
 
 def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection], Facts]) -> Facts:
@@ -73,10 +84,5 @@ def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection],
         if family not in run.cache:
             run.cache[family] = compute(run.connection)
         return run.cache[family]
-    with engine.connect() as raw:
-        conn = raw.execution_options(isolation_level="AUTOCOMMIT")
-        begin_snapshot(conn)
-        try:
-            return compute(conn)
-        finally:
-            conn.exec_driver_sql("ROLLBACK")
+    with read_snapshot(engine) as conn:
+        return compute(conn)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -72,19 +70,11 @@ class Store:
         """The URL with no password, safe for output, logs and generated files."""
         return without_password(self.url).render_as_string(hide_password=False)
 
-    @contextmanager
-    def snapshot(self) -> Iterator[sa.Connection]:
+    def snapshot(self):
         """One consistent read: PostgreSQL REPEATABLE READ (read-only), SQLite one read txn."""
-        with self.engine.connect() as conn:
-            if self.dialect == "postgresql":
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            else:
-                conn.exec_driver_sql("BEGIN")
-            try:
-                yield conn
-            finally:
-                conn.rollback()
+        from kandev_dq.snapshot import read_snapshot
+
+        return read_snapshot(self.engine)
 
     def has_table(self, name: str) -> bool:
         return sa.inspect(self.engine).has_table(name)
