@@ -176,6 +176,42 @@ def _print_report(report, headline: str) -> None:
 
 
 @app.command()
+def demo(
+    folder: Annotated[
+        Path, typer.Option("--dir", help="Folder for the demo store and project.")
+    ] = Path("kandev-demo"),
+    postgres: Annotated[
+        str | None, typer.Option("--postgres", help="Use this empty PostgreSQL database instead.")
+    ] = None,
+    scale: Annotated[int, typer.Option(min=1, help="Sample scale units.")] = 1,
+) -> None:
+    """Generate a sample store, migrate it, run pre_release and build the data docs."""
+    from kandev_dq.check import verdict_line
+    from kandev_dq.demo import run_demo
+
+    result = run_demo(
+        folder, postgres_url=postgres, scale=scale, say=lambda line: out.print(line, markup=False)
+    )
+    report = result.report
+    out.print(f"store state: {result.state_before} -> {report.state}", markup=False)
+    _print_report(report, verdict_line(report))
+    raise typer.Exit(int(report.exit_code()))
+
+
+@app.command()
+def init(
+    folder: Annotated[Path, typer.Argument(help="Folder to write the GX project into.")],
+) -> None:
+    """Write a working GX project (yml, suites, validation definitions, checkpoints)."""
+    from kandev_dq.project import PROJECT_FILE, build_project
+
+    if (folder / PROJECT_FILE).is_file() and folder.resolve() != Path.cwd().resolve():
+        raise KandevDqError(f"{folder} already holds a GX project: not overwriting it")
+    build_project(folder)
+    out.print(f"kandev-dq project written to {folder}", markup=False)
+
+
+@app.command()
 def rules(
     project: ProjectOption = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
