@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from kandev_dq.dialect import (
     at_or_after,
     before,

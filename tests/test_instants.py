@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from kandev_dq.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,

@@ -18,11 +18,12 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from kandev_dq.instants import Instant, fixed_text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator
+
+from kandev_dq.instants import Instant, fixed_text
 
 # --- exact instants --------------------------------------------------------------------------
 

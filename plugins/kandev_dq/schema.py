@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 
 import sqlalchemy as sa
-from kandev_dq.instants import Instant, go_sqlite_text, parse_stored
 from sqlalchemy.types import TypeDecorator, UserDefinedType
+
+from kandev_dq.instants import Instant, go_sqlite_text, parse_stored
 
 
 class _SqliteTimestamp(UserDefinedType):
