@@ -215,11 +215,17 @@ def init(
 def rules(
     project: ProjectOption = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
+    readme: Annotated[
+        Path | None, typer.Option("--readme", help="Rewrite this README's coverage table.")
+    ] = None,
 ) -> None:
     """The coverage table: AC -> expectation -> suite -> severity."""
-    from kandev_dq.coverage import coverage_rows, markdown_table
+    from kandev_dq.coverage import coverage_rows, markdown_table, with_table
 
     rows = coverage_rows(_project(project))
+    if readme is not None:
+        readme.write_text(with_table(readme.read_text(encoding="utf-8"), markdown_table(rows)))
+        return
     if markdown:
         print(markdown_table(rows))
         return
