@@ -28,9 +28,21 @@ def result(report: CheckReport, expectation: str) -> RuleResult:
     return matches[0]
 
 
-def failed(report: CheckReport) -> dict[str, str]:
-    """Failed rules by expectation type -> severity."""
-    return {r.expectation: r.severity for r in report.results if not r.success}
+def suite_types(suite: str) -> set[str]:
+    """The expectation types of one suite, as the code builds it."""
+    from kandev_dq.project import SUITES
+
+    return {e.expectation_type for e in SUITES[suite]()}
+
+
+def failed(report: CheckReport, suite: str | None = None) -> dict[str, str]:
+    """Failed rules by expectation type -> severity (optionally of one suite only)."""
+    types = suite_types(suite) if suite else None
+    return {
+        r.expectation: r.severity
+        for r in report.results
+        if not r.success and (types is None or r.expectation in types)
+    }
 
 
 def check(project: Path, target, checkpoint: str = "pre_release") -> CheckReport:

@@ -11,6 +11,7 @@ from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
 from kandev_dq.storebuilder import T0, StoreBuilder
 from tests.gxhelpers import check, failed, result
 
+ACTIVATION = "activation"
 US = timedelta(microseconds=1)
 CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0
 THROUGH = "2026-07-30T01:30:00.5Z"
@@ -34,15 +35,15 @@ def _activated(store: StoreBuilder, *, through: str = THROUGH) -> str:
 def test_fresh_install_with_sentinel_passes(store, target, project):
     store.keys(CAPTURE, "", EXECUTION)
     report = check(project, target)
-    assert report.success and report.state == "fully_activated"
-    assert failed(report) == {}
+    assert report.success and report.state == "fully_activated"  # every suite agrees
+    assert failed(report, ACTIVATION) == {}
 
 
 def test_healthy_activated_store_passes_and_disclosure_reports_population(store, target, project):
     session = _activated(store)
     store.subagent_row(session, "toolu_live", T0 + timedelta(seconds=5))
     report = check(project, target)
-    assert failed(report) == {}
+    assert failed(report, ACTIVATION) == {}
     population = result(report, "expect_population_to_be_disclosed").observed_value
     assert {
         (p["source"], p["capture_since"], p["execution_identity"], p["rows"]) for p in population
@@ -59,21 +60,27 @@ def test_legacy_second_precision_keys_are_info_only(store, target, project):
     store.subagent_row(session, "toolu_a", "2026-07-30 01:30:00.75+00:00", source="backfill")
     store.keys("2026-07-30T01:30:01Z", "2026-07-30T01:30:00Z", EXECUTION)
     report = check(project, target)
-    assert report.success
-    assert failed(report) == {"expect_activation_keys_to_carry_subsecond_precision": "info"}
+    assert failed(report, ACTIVATION) == {"expect_legacy_keys_to_be_disclosed": "info"}
+
+
+def test_second_precision_keys_written_by_the_amended_build_are_an_error(store, target, project):
+    # capture_since after execution_since was written by the amended build (AC-33c order).
+    store.keys("2026-07-30T01:40:00Z", "", EXECUTION)
+    report = check(project, target)
+    assert failed(report, ACTIVATION) == {"expect_new_keys_to_carry_subsecond_precision": "error"}
 
 
 def test_live_rows_before_capture_since_after_a_retried_backfill_pass(store, target, project):
     session = _activated(store)
     store.subagent_row(session, "toolu_early_live", T0 - timedelta(minutes=3))
-    assert failed(check(project, target)) == {}
+    assert failed(check(project, target), ACTIVATION) == {}
 
 
 def test_real_uuid_before_execution_since_passes_and_counts_as_real(store, target, project):
     session = _activated(store)
     store.subagent_row(session, "toolu_x", "2026-07-30 01:35:00+00:00")
     report = check(project, target)
-    assert failed(report) == {}
+    assert failed(report, ACTIVATION) == {}
     population = result(report, "expect_population_to_be_disclosed").observed_value
     assert any(
         p["execution_since"] == "before" and p["execution_identity"] == "real" for p in population
@@ -85,7 +92,7 @@ def test_rows_exactly_at_the_keys_pass(store, target, project):
     store.subagent_row(
         session, "toolu_at_capture", CAPTURE.replace("T", " ").replace("Z", "+00:00")
     )
-    assert failed(check(project, target)) == {}
+    assert failed(check(project, target), ACTIVATION) == {}
 
 
 @pytest.mark.parametrize("present", [CAPTURE_SINCE, BACKFILL_THROUGH])
@@ -105,7 +112,7 @@ def test_partial_pair_is_an_error_naming_the_repair(store, target, project, pres
 @pytest.mark.parametrize("change", ["rewrite", "delete"])
 def test_a_key_rewritten_or_deleted_between_runs_is_caught(store, target, project, change):
     _activated(store)
-    assert check(project, target).success
+    assert failed(check(project, target), ACTIVATION) == {}
     store.set_key(
         CAPTURE_SINCE if change == "delete" else BACKFILL_THROUGH,
         None if change == "delete" else "2026-07-30T01:30:00.500001Z",
@@ -137,7 +144,7 @@ def test_old_backfill_rows_under_the_sentinel_are_an_error(store, target, projec
     store.subagent_row(session, "toolu_old", T0 - timedelta(hours=2), source="backfill")
     store.keys(CAPTURE, "", EXECUTION)
     report = check(project, target)
-    assert failed(report).get("expect_no_backfill_rows_under_sentinel") == "error"
+    assert failed(report, ACTIVATION).get("expect_no_backfill_rows_under_sentinel") == "error"
 
 
 def test_backfill_rows_inside_the_window_under_the_sentinel_are_a_warning(store, target, project):
@@ -145,8 +152,9 @@ def test_backfill_rows_inside_the_window_under_the_sentinel_are_a_warning(store,
     store.subagent_row(session, "toolu_raced", T0 - timedelta(seconds=2), source="backfill")
     store.keys(CAPTURE, "", EXECUTION)
     report = check(project, target)
-    assert failed(report) == {"expect_no_backfill_rows_inside_sentinel_window": "warning"}
-    assert report.success
+    assert failed(report, ACTIVATION) == {
+        "expect_no_backfill_rows_inside_sentinel_window": "warning"
+    }
 
 
 @pytest.mark.parametrize(("offset", "caught"), [(US, True), (-US, False)])
@@ -189,7 +197,7 @@ def test_amended_table_without_execution_since_is_a_self_heal_warning(store, tar
     store.keys(CAPTURE, "", None)
     report = check(project, target)
     assert report.state == "capture_only"
-    assert failed(report) == {
+    assert failed(report, ACTIVATION) == {
         "expect_execution_since_not_pending_self_heal": "warning",
         "expect_activation_state_to_be_in_set": "error",
     }

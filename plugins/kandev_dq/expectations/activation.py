@@ -211,28 +211,69 @@ class ExpectActivationKeysToBeWellFormed(_ActivationExpectation):
         return Finding(True, observed, "every present key is well formed")
 
 
-class ExpectActivationKeysToCarrySubsecondPrecision(_ActivationExpectation):
-    """Keys carry sub-second precision (AC-24 point 3); a legacy second-precision key is
-    reported as the disclosed limitation of seed point 5, never repaired (info)."""
+def _second_precision_keys(facts: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Second-precision keys split into (written by the amended build, legacy).
+
+    Amendment 1 writes execution_since before the backfill runs (AC-33c), so a backfill key at
+    or after execution_since was written by a build that must write RFC3339Nano (AC-24 point
+    3); one before it (or with no execution_since) is the pre-amendment build's (point 5).
+    """
+    described = facts["described"]
+    execution = described[EXECUTION_SINCE]
+    execution_at = parse_key(execution["raw"]) if execution["kind"] == "instant" else None
+    amended, legacy = [], []
+    for name, d in described.items():
+        if d["kind"] != "instant" or d["precision"] != Precision.SECOND:
+            continue
+        written_after = execution_at is not None and parse_key(d["raw"]) >= execution_at
+        (amended if name == EXECUTION_SINCE or written_after else legacy).append(name)
+    return amended, legacy
+
+
+class ExpectNewKeysToCarrySubsecondPrecision(_ActivationExpectation):
+    """Keys written by the amended build carry sub-second precision (AC-24 point 3).
+
+    execution_since, and any backfill key at or after it, was written by a build that
+    claims Amendment 1 and must write RFC3339Nano: a second-precision value there makes up
+    to a second of rows unclassifiable. (A key written exactly within execution_since's own
+    second and truncated before it reads as legacy: the disclosed residual.)
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
+    rule_text: ClassVar[str] = "Keys written by the amended build carry sub-second precision"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        amended, _ = _second_precision_keys(facts)
+        if amended:
+            return Finding(
+                False,
+                amended,
+                f"second-precision key(s) {', '.join(amended)} written by the amended build, "
+                "which must write RFC3339Nano",
+                len(amended),
+            )
+        return Finding(True, [], "every key written by the amended build is sub-second")
+
+
+class ExpectLegacyKeysToBeDisclosed(_ActivationExpectation):
+    """A legacy second-precision key (pre-amendment build) is reported as the disclosed
+    limitation of seed point 5 — up to one second of boundary ambiguity — never repaired."""
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
-    rule_text: ClassVar[str] = "Keys carry sub-second precision (legacy second keys disclosed)"
+    rule_text: ClassVar[str] = "Legacy second-precision keys are disclosed, never rewritten"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
-        precision = {
-            name: d["precision"] for name, d in facts["described"].items() if d["kind"] == "instant"
-        }
-        legacy = sorted(name for name, p in precision.items() if p == Precision.SECOND)
+        _, legacy = _second_precision_keys(facts)
         if legacy:
             return Finding(
                 False,
-                precision,
-                f"second-precision key(s) {', '.join(legacy)}: up to 1 s of boundary ambiguity, "
-                "a disclosed limitation (seed point 5); never rewrite them",
+                legacy,
+                f"legacy second-precision key(s) {', '.join(legacy)}: up to 1 s of boundary "
+                "ambiguity, a disclosed limitation (seed point 5); never rewrite them",
                 len(legacy),
             )
-        return Finding(True, precision, "every instant key carries sub-second precision")
+        return Finding(True, [], "no legacy second-precision key")
 
 
 class ExpectBackfillThroughToCoverQualifyingMessages(_ActivationExpectation):
