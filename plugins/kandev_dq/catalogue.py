@@ -1,5 +1,7 @@
 """The contract's acceptance criteria, in this project's own words.
 
+Rules the contract states without an AC id are catalogued under their section (``§2-…``).
+
 Every expectation declares the AC ids it encodes; ``kandev-dq rules`` joins the two, and a test
 fails when a data-observable criterion has no expectation or an expectation cites an id this
 catalogue does not hold. Criteria that only the migration runner or a consumer can honour
@@ -69,6 +71,11 @@ CRITERIA: tuple[Criterion, ...] = (
     ),
     _c("AC-28b", "health", "A shortfall is read in one statement or confirmed by a second read."),
     _c("AC-29", "health", "Attribution is MAX(observed_at) since capture_since; NULL is an alarm."),
+    _c("§1-is-async", "rows", "is_async is 0 or 1 (sticky once 1); the contract gives no AC id."),
+    _c("§2-empty-text", "rows", "'' is stored as NULL in every nullable TEXT column (no AC id)."),
+    _c(
+        "§2-timestamps", "rows", "observed_at <= updated_at and <= settled_at where set (no AC id)."
+    ),
     _c("AC-30", "rows", "agent_execution_id is never NULL and never ''."),
     _c("AC-31", "rows", "agent_execution_id is a UUID or the single sentinel 'unknown'."),
     _c("AC-32", "rows", "Rows differing only in execution id are legitimate, not duplicates."),

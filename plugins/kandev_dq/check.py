@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from kandev_dq import runs
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import exception_message
 from kandev_dq.facts.activation import read_keys, state_of
@@ -73,8 +74,14 @@ def gx_url(store: Store) -> str:
     return store.url.update_query_dict({"options": options}).render_as_string(hide_password=False)
 
 
-def run_check(project: Path, target: str | None, checkpoint: str) -> CheckReport:
-    """Validate ``target`` with ``checkpoint``; never writes to the store."""
+def run_check(
+    project: Path, target: str | None, checkpoint: str, progress: runs.Progress | None = None
+) -> CheckReport:
+    """Validate ``target`` with ``checkpoint``; never writes to the store.
+
+    The run is named for its checkpoint and store (:func:`kandev_dq.runs.run_name`, no
+    credentials), reports to ``progress`` suite by suite, and notifies when configured.
+    """
     store = open_store(target, read_only=True)
     try:
         context = load_context(project)
@@ -87,8 +94,9 @@ def run_check(project: Path, target: str | None, checkpoint: str) -> CheckReport
         ledger = KeyLedger(Path(project) / LEDGER)
         with pinned(store.engine, url, identity, ledger.path) as run:
             keys = read_keys(run.connection)
-            outcome = context.checkpoints.get(checkpoint).run()
+            outcome = runs.run_checkpoint(context, checkpoint, identity, progress)
         ledger.record(identity, keys)
+        runs.notify(context, outcome, identity)
         report = CheckReport(
             store=store.display_url,
             dialect=store.dialect,

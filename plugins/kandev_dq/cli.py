@@ -45,10 +45,23 @@ ProjectOption = Annotated[
     typer.Option(
         "--project",
         help="GX project folder. Default: the current folder if it holds "
-        "great_expectations.yml, else the project kandev-dq was installed from.",
+        "great_expectations.yml, else the source checkout kandev-dq runs from "
+        "(an installed kandev-dq has none: create one with `kandev-dq init DIR`).",
         show_default=False,
     ),
 ]
+
+
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.", show_default=False)
+]
+
+
+def _progress(quiet: bool):
+    """Per-suite progress on stderr (a bar on a terminal, plain lines elsewhere), or none."""
+    from kandev_dq.progress import for_console
+
+    return None if quiet else for_console(err)
 
 
 class Format(StrEnum):
@@ -145,11 +158,12 @@ def check(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
     project: ProjectOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     from kandev_dq.check import run_check, verdict_line
 
-    report = run_check(_project(project), store, checkpoint)
+    report = run_check(_project(project), store, checkpoint, _progress(quiet))
     if output is Format.json:
         print(json.dumps(report.to_json(), default=str))
     else:
@@ -173,6 +187,71 @@ def _print_report(report, headline: str) -> None:
     out.print(headline, markup=False)
     if report.docs_index:
         out.print(f"data docs: {report.docs_index}", markup=False)
+
+
+@app.command()
+def audit(
+    out_dir: Annotated[
+        Path, typer.Option("--out", help="Folder to write (new, empty, or an earlier audit).")
+    ],
+    store: StoreOption = None,
+    fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
+    project: ProjectOption = None,
+    quiet: QuietOption = False,
+) -> None:
+    """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
+    from kandev_dq.audit import run_audit
+    from kandev_dq.check import verdict_line
+
+    done = run_audit(_project(project), store, out_dir, _progress(quiet))
+    out.print(verdict_line(done.report), markup=False)
+    out.print(f"audit: {done.folder / 'SUMMARY.md'}", markup=False)
+    raise typer.Exit(int(done.report.exit_code(fail_on.value)))
+
+
+@app.command()
+def history(
+    store: StoreOption = None,
+    project: ProjectOption = None,
+    limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs.")] = 20,
+    output: Annotated[Format, typer.Option("--format")] = Format.text,
+) -> None:
+    """Past runs of a store in this project, newest first: when each rule started failing."""
+    from kandev_dq.history import history as past_runs
+    from kandev_dq.history import render
+
+    past = past_runs(_project(project), store, limit)
+    if output is Format.json:
+        print(json.dumps(past.to_json(), default=str))
+        return
+    for line in render(past):
+        out.print(line, markup=False)
+
+
+@app.command()
+def docs(
+    project: ProjectOption = None,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Open the index page in a web browser.")
+    ] = False,
+) -> None:
+    """(Re)build the data docs from the stored validation results and print the index path."""
+    from kandev_dq.docs import build_docs
+
+    built = build_docs(_project(project))
+    if built.index is None:
+        raise KandevDqError("the project has no local data docs site: nothing to open")
+    if built.overview is None:
+        err.print(
+            "kandev-dq: note: this project's site is GX's stock one (CDN assets, no store "
+            "overview); regenerate the project with `kandev-dq init` to read it offline",
+            markup=False,
+        )
+    out.print(str(built.index), markup=False)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(built.index.as_uri())
 
 
 @app.command()

@@ -15,7 +15,6 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable
-from importlib import resources
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
@@ -44,33 +43,114 @@ def _activation_suite() -> list:
         a.ExpectNoBackfillRowsAfterBackfillThrough.at_default_severity(),
         a.ExpectNoBackfillRowsUnderSentinel.at_default_severity(window_minutes=10),
         a.ExpectNoBackfillRowsInsideSentinelWindow.at_default_severity(window_minutes=10),
-        a.ExpectActivationKeysToCarrySubsecondPrecision.at_default_severity(),
+        a.ExpectNewKeysToCarrySubsecondPrecision.at_default_severity(),
+        a.ExpectLegacyKeysToBeDisclosed.at_default_severity(),
         a.ExpectPopulationToBeDisclosed.at_default_severity(),
+    ]
+
+
+def _writer_health_suite() -> list:
+    from kandev_dq.expectations import health as h
+
+    return [
+        h.ExpectNoWriterShortfallSinceCaptureSince.at_default_severity(),
+        h.ExpectWriterToHaveWrittenSinceCaptureSince.at_default_severity(),
+        h.ExpectSubagentActivitySinceCaptureSince.at_default_severity(),
+        h.ExpectNoWriterExcessSinceCaptureSince.at_default_severity(),
+        h.ExpectNoCrossExecutionCollisionsSinceCaptureSince.at_default_severity(),
+    ]
+
+
+def _rows_suite() -> list:
+    from kandev_dq.expectations import rows as r
+
+    return [
+        r.ExpectSubagentRowsToHaveIdentity.at_default_severity(),
+        r.ExpectSubagentKeyToBeUnique.at_default_severity(),
+        r.ExpectAgentExecutionIdToBePresent.at_default_severity(),
+        r.ExpectAgentExecutionIdToBeUuidOrUnknown.at_default_severity(),
+        r.ExpectSubagentSourceToBeLiveOrBackfill.at_default_severity(),
+        r.ExpectBackfillRowsToCarryUnknownExecution.at_default_severity(),
+        r.ExpectNoEmptyStringsInNullableText.at_default_severity(),
+        r.ExpectNoNegativeMetrics.at_default_severity(),
+        r.ExpectNoZeroTokensOrDuration.at_default_severity(),
+        r.ExpectAsyncLaunchedRowsToHaveNoMetrics.at_default_severity(),
+        r.ExpectSettledAtIffTerminalToolStatus.at_default_severity(),
+        r.ExpectToolStatusInAcpVocabulary.at_default_severity(),
+        r.ExpectObservedAtNotAfterUpdatedOrSettled.at_default_severity(),
+        r.ExpectNoOrphanSubagentRows.at_default_severity(),
+        r.ExpectIsAsyncToBeZeroOrOne.at_default_severity(),
+        r.ExpectSubagentRowsWhenQualifyingMessagesExist.at_default_severity(),
+        r.ExpectCompletedRowsToReportMetrics.at_default_severity(),
+    ]
+
+
+def _schema_suite() -> list:
+    from kandev_dq.expectations import schema as s
+
+    return [
+        s.ExpectSubagentsTableToExist.at_default_severity(),
+        s.ExpectExecutionColumnToBeNotNull.at_default_severity(),
+        s.ExpectThreeColumnUniqueKey.at_default_severity(),
+        s.ExpectNoTwoColumnUniqueKey.at_default_severity(),
+        s.ExpectSecondaryIndexesAsFreshStore.at_default_severity(),
+        s.ExpectNoPartialSubagentsUpgrade.at_default_severity(),
+        s.ExpectSessionForeignKeyToCascade.at_default_severity(),
+        s.ExpectNoForeignKeyOnTurnOrExecution.at_default_severity(),
+    ]
+
+
+def _backfill_suite() -> list:
+    from kandev_dq.expectations import backfill as b
+
+    return [
+        b.ExpectBackfillReconciliationNotVacuous.at_default_severity(window_minutes=10),
+        b.ExpectBackfillIdentityToMatchMessage.at_default_severity(window_minutes=10),
+        b.ExpectBackfillTurnIdToMatchMessage.at_default_severity(window_minutes=10),
+        b.ExpectBackfillStatusesToMatchMessage.at_default_severity(window_minutes=10),
+        b.ExpectBackfillMetricsToMatchMessage.at_default_severity(window_minutes=10),
+        b.ExpectBackfillTextToMatchMessage.at_default_severity(window_minutes=10),
+        b.ExpectBackfillObservedAtToBeMessageCreatedAt.at_default_severity(window_minutes=10),
+        b.ExpectBackfillSettledAtToFollowToolStatus.at_default_severity(window_minutes=10),
+        b.ExpectBackfillRowsFromWinningMessage.at_default_severity(window_minutes=10),
+        b.ExpectNoBackfillRowsWithoutQualifyingMessage.at_default_severity(window_minutes=10),
+        b.ExpectNoBackfillRowsRelabelledLive.at_default_severity(window_minutes=10),
     ]
 
 
 #: Suite name -> a function building its expectations (imported lazily: GX is slow to import).
 SUITES: dict[str, Callable[[], list]] = {
     "activation": _activation_suite,
+    "writer_health": _writer_health_suite,
+    "rows": _rows_suite,
+    "schema": _schema_suite,
+    "backfill": _backfill_suite,
 }
 
 #: Checkpoint name -> the suites it runs, in order.
 CHECKPOINTS: dict[str, tuple[str, ...]] = {
-    "nightly": ("activation",),
-    "pre_release": ("activation",),
-    "post_migration": ("activation",),
+    "nightly": ("activation", "writer_health", "rows"),
+    "pre_release": ("activation", "writer_health", "rows", "schema", "backfill"),
+    "post_migration": ("schema", "activation", "backfill"),
 }
 
 
 def default_project() -> Path:
-    """The current directory when it is a project, else the project shipped with the package."""
+    """The current directory when it is a project, else the source checkout kandev-dq runs from.
+
+    An installed wheel carries no project (GX keeps results, docs and the key ledger beside
+    the project, never inside site-packages): there is none until ``kandev-dq init DIR``.
+    """
     here = Path.cwd()
     if (here / PROJECT_FILE).is_file():
         return here
-    shipped = Path(str(resources.files("kandev_dq"))).parent.parent
-    if (shipped / PROJECT_FILE).is_file():
-        return shipped
-    return Path(str(resources.files("kandev_dq") / "project_template"))
+    checkout = Path(__file__).resolve().parent.parent.parent  # <checkout>/plugins/kandev_dq
+    if (checkout / PROJECT_FILE).is_file() and (checkout / "pyproject.toml").is_file():
+        return checkout
+    raise KandevDqError(
+        f"no GX project: {here} has no {PROJECT_FILE}; pass --project DIR, "
+        "or create one with `kandev-dq init DIR`"
+    )
 
 
 def load_context(root: Path):
@@ -140,14 +220,36 @@ expectations_store_name: expectations_store
 validation_results_store_name: validation_results_store
 checkpoint_store_name: checkpoint_store
 data_docs_sites:
+  # kandev-dq's site builder: every CSS/JS/font asset served from the site's static/ folder
+  # (readable offline), plus the store overview page linked from the top of index.html.
   local_site:
-    class_name: SiteBuilder
+    module_name: kandev_dq.docs
+    class_name: KandevSiteBuilder
     show_how_to_buttons: false
     store_backend:
       class_name: TupleFilesystemStoreBackend
       base_directory: uncommitted/data_docs/local_site/
     site_index_builder:
       class_name: DefaultSiteIndexBuilder
+      renderer:
+        module_name: kandev_dq.docs
+        class_name: KandevSiteIndexPageRenderer
+      view:
+        module_name: kandev_dq.docs
+        class_name: KandevIndexPageView
+    site_section_builders:
+      expectations:
+        view:
+          module_name: kandev_dq.docs
+          class_name: KandevPageView
+      validations:
+        view:
+          module_name: kandev_dq.docs
+          class_name: KandevPageView
+      profiling:
+        view:
+          module_name: kandev_dq.docs
+          class_name: KandevPageView
 """
 
 

@@ -82,7 +82,20 @@ def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection],
     run = current_run()
     if run is not None and engine.url.render_as_string(hide_password=False) == run.gx_url:
         if family not in run.cache:
-            run.cache[family] = compute(run.connection)
+            run.cache[family] = _guarded(run.connection, compute)
         return run.cache[family]
     with read_snapshot(engine) as conn:
         return compute(conn)
+
+
+def _guarded(conn: sa.Connection, compute: Callable[[sa.Connection], Facts]) -> Facts:
+    """Compute inside a savepoint: on PostgreSQL a failed statement would otherwise abort the
+    pinned transaction and every later family of facts with it (same snapshot either way)."""
+    conn.exec_driver_sql("SAVEPOINT kandev_dq_facts")
+    try:
+        facts = compute(conn)
+    except BaseException:
+        conn.exec_driver_sql("ROLLBACK TO SAVEPOINT kandev_dq_facts")
+        raise
+    conn.exec_driver_sql("RELEASE SAVEPOINT kandev_dq_facts")
+    return facts

@@ -5,4 +5,10 @@ before any suite, checkpoint or data docs are loaded (GX drops unknown expectati
 a suite silently), which :mod:`kandev_dq.project` guarantees.
 """
 
-from kandev_dq.expectations import activation  # noqa: F401
+from kandev_dq.expectations import (
+    activation,  # noqa: F401
+    backfill,  # noqa: F401
+    health,  # noqa: F401
+    rows,  # noqa: F401
+    schema,  # noqa: F401
+)

@@ -8,6 +8,7 @@ one sentence saying what it checks, and a ``judge`` turning facts into a :class:
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ class KandevExpectation(BatchExpectation):
         config = configuration or (result.expectation_config if result else None)
         severity = getattr(config, "severity", None) if config is not None else None
         severity = getattr(severity, "value", severity) or "critical"
+        severity = SEVERITY_WORDS.get(severity, severity)
         return [
             RenderedStringTemplateContent(
                 content_block_type="string_template",
@@ -157,7 +159,7 @@ class KandevExpectation(BatchExpectation):
     ):
         if result is None or not result.result:
             return "--"
-        return _short(result.result.get("observed_value"))
+        return _observed_content(result.result.get("observed_value"))
 
     @classmethod
     @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_STATEMENT)
@@ -177,7 +179,13 @@ class KandevExpectation(BatchExpectation):
                 string_template={
                     "template": "$message",
                     "params": {"message": text[:500]},
-                    "styling": {"classes": ["text-danger" if not result.success else "text-muted"]},
+                    # On a line of its own, under the rule sentence.
+                    "styling": {
+                        "classes": [
+                            "d-block",
+                            "text-danger" if not result.success else "text-muted",
+                        ]
+                    },
                 },
             )
         ]
@@ -194,16 +202,42 @@ class KandevExpectation(BatchExpectation):
         return [
             RenderedTableContent(
                 content_block_type="table",
-                header_row=columns,
-                table=[[_short(row.get(column)) for column in columns] for row in rows],
-                styling={"body": {"classes": ["table-bordered", "table-sm", "mt-3"]}},
+                # GX inserts plain strings into the page verbatim: row values are escaped here.
+                header_row=[html.escape(str(column)) for column in columns],
+                table=[
+                    [html.escape(_short(row.get(column))) for column in columns] for row in rows
+                ],
+                styling={"body": {"classes": ["table", "table-bordered", "table-sm", "mt-3"]}},
             )
         ]
+
+
+#: GX's ``critical`` is kandev-dq's ``error`` (the word the CLI and reports use).
+SEVERITY_WORDS = {"critical": "error"}
 
 
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _observed_content(value: Any) -> RenderedStringTemplateContent:
+    """An observed value as a reviewer reads it: a mapping one ``key: value`` per line, a list
+    of rows by its length (the rows are the rule's table), anything else as short text. Values
+    are template params, which GX escapes (a plain string would reach the page verbatim)."""
+    if isinstance(value, dict) and value:
+        names = list(value)[:12]
+        template = "<br>".join(f"$k{i}: $v{i}" for i in range(len(names)))
+        params = {f"k{i}": str(name) for i, name in enumerate(names)}
+        params.update({f"v{i}": _short(value[name]) for i, name in enumerate(names)})
+    elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        template, params = "$count row(s), tabled with the rule", {"count": str(len(value))}
+    else:
+        template, params = "$value", {"value": "none" if value is None else _short(value)}
+    return RenderedStringTemplateContent(
+        content_block_type="string_template",
+        string_template={"template": template, "params": params},
+    )
 
 
 def exception_message(result) -> str | None:

@@ -1,0 +1,134 @@
+"""``kandev-dq audit``: a ``pre_release`` run kept as a folder that stands on its own.
+
+The folder holds a copy of the project's data docs site as the run left it
+(``data_docs/index.html``), ``summary.json`` (exactly what ``check --format json`` prints) and
+``SUMMARY.md`` for a reviewer: store (no password), dialect, activation state and keys,
+verdict, the failed and warned rules with their AC ids, the kandev-dq version and when it ran.
+A folder is written only if it is new, empty, or an earlier audit (it carries a marker file);
+rewriting an earlier audit replaces only what an audit writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from kandev_dq.check import CheckReport, run_check, verdict_line
+from kandev_dq.errors import KandevDqError
+from kandev_dq.runs import Progress
+
+CHECKPOINT = "pre_release"
+MARKER = ".kandev-dq-audit"
+SITE = "data_docs"
+SUMMARY_JSON = "summary.json"
+SUMMARY_MD = "SUMMARY.md"
+WRITTEN = (SITE, SUMMARY_JSON, SUMMARY_MD)
+
+
+@dataclass
+class AuditResult:
+    folder: Path
+    report: CheckReport
+    ran_at: str
+    site: Path | None
+
+
+def version(distribution: str = "kandev-dq") -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def check_folder(out: Path) -> None:
+    """Refuse anything but a new folder, an empty one, or an earlier audit."""
+    if out.exists() and not out.is_dir():
+        raise KandevDqError(f"{out} is a file: --out takes a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+        raise KandevDqError(
+            f"{out} is not empty and is not a kandev-dq audit folder: choose another --out"
+        )
+
+
+def run_audit(
+    project: Path, target: str | None, out: Path, progress: Progress | None = None
+) -> AuditResult:
+    """Run ``pre_release`` on ``target`` and write the audit folder ``out``."""
+    project, out = Path(project), Path(out)
+    site = project / "uncommitted" / "data_docs" / "local_site"
+    if out.resolve().is_relative_to(site.resolve()):
+        raise KandevDqError(f"{out} is inside the project's data docs: choose another --out")
+    check_folder(out)
+    ran_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    report = run_check(project, target, CHECKPOINT, progress)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARKER).write_text("written by kandev-dq audit\n", encoding="utf-8")
+    for name in WRITTEN:
+        old = out / name
+        if old.is_dir():
+            shutil.rmtree(old)
+        else:
+            old.unlink(missing_ok=True)
+    copied = None
+    if (site / "index.html").is_file():
+        shutil.copytree(site, out / SITE)
+        copied = out / SITE / "index.html"
+    (out / SUMMARY_JSON).write_text(
+        json.dumps(report.to_json(), default=str, indent=2) + "\n", encoding="utf-8"
+    )
+    (out / SUMMARY_MD).write_text(summary_markdown(report, ran_at, copied is not None), "utf-8")
+    return AuditResult(out, report, ran_at, copied)
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) -> str:
+    verdict = "PASSED" if report.success else "FAILED"
+    lines = [
+        f"# kandev-dq audit: {verdict}",
+        "",
+        f"- Store: `{report.store}` ({report.dialect})",
+        f"- Checkpoint: `{report.checkpoint}`",
+        f"- Activation state (AC-24c): `{report.state}`",
+        f"- Verdict: {verdict_line(report)}",
+        f"- Ran at: {ran_at} (UTC)",
+        f"- kandev-dq {version()}, Great Expectations {version('great-expectations')}",
+        "",
+        "## Activation keys",
+        "",
+        "| key | value |",
+        "|---|---|",
+    ]
+    for key, value in report.keys.items():
+        shown = "(absent)" if value is None else "`''` (sentinel)" if value == "" else f"`{value}`"
+        lines.append(f"| {_cell(key)} | {_cell(shown)} |")
+    for severity, title in (("error", "Failed rules (error)"), ("warning", "Warned rules")):
+        flagged = report.failures(severity)
+        lines += ["", f"## {title}: {len(flagged)}", ""]
+        if flagged:
+            lines += ["| rule | AC | finding |", "|---|---|---|"]
+            lines += [
+                f"| {_cell(r.expectation)} | {_cell(', '.join(r.rules))} | {_cell(r.message)} |"
+                for r in flagged
+            ]
+        else:
+            lines.append("None.")
+    lines += [
+        "",
+        "## Files",
+        "",
+        f"- `{SUMMARY_JSON}`: the full report, as `kandev-dq check --format json` prints it.",
+    ]
+    if has_site:
+        lines.append(
+            f"- [`{SITE}/index.html`]({SITE}/index.html): the data docs, readable offline."
+        )
+    else:
+        lines.append("- No data docs: the project has no local data docs site.")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,1052 @@
+"""Data docs a reviewer can read offline, and the store overview they read first.
+
+GX 1.24's page templates load Bootstrap, jQuery, Font Awesome, bootstrap-table and its
+extensions from CDNs, and a logo and tracking image from S3: read offline (where a data-quality
+report usually is read) the pages lose their styling, their pass/fail icons and the index
+table. This module keeps GX's renderers and templates and serves every asset from the site:
+
+* :class:`KandevPageView` and :class:`KandevIndexPageView` put ``docs_assets/templates`` in
+  front of GX's template loader. Only the templates naming a CDN (and the navbar, sidebar head
+  and footer around them) are replaced; every asset link is relative to the page.
+* :class:`KandevSiteBuilder` (``module_name``/``class_name`` of the site in
+  ``great_expectations.yml``) copies ``docs_assets/static`` into the site's ``static/`` on
+  every build, in place of GX's own images and fonts (which no page uses any more), and writes
+  ``overview.html``: the store's AC-24c state with its three keys, the AC-25 population
+  table, the writer-health figures and the checkpoint runs. It is rendered with GX's content
+  blocks and the same page template as every other page.
+* :class:`KandevSiteIndexPageRenderer` puts a summary of the overview, with its link, at the
+  top of ``index.html``.
+
+The validation results carry neither the store a run read nor the raw key values. While a
+checkpoint run by ``kandev-dq check`` builds the site, its pinned snapshot is still open, so the
+site builder reads both from it (the same snapshot the rules judged) and records them, without
+credentials, in ``uncommitted/run_register.json``; a later rebuild (``kandev-dq docs``) shows
+the same thing. Without a record the overview falls back on what the results themselves say.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import mimetypes
+import os
+import tempfile
+import urllib.parse
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from great_expectations.core.util import nested_update
+from great_expectations.render import (
+    RenderedBulletListContent,
+    RenderedDocumentContent,
+    RenderedHeaderContent,
+    RenderedSectionContent,
+    RenderedStringTemplateContent,
+    RenderedTableContent,
+)
+from great_expectations.render.renderer.site_builder import SiteBuilder
+from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
+from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
+from jinja2 import ChoiceLoader, FileSystemLoader
+
+from kandev_dq.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
+from kandev_dq.snapshot import RunContext, current_run
+from kandev_dq.store import redact
+
+logger = logging.getLogger(__name__)
+
+ASSETS = Path(__file__).resolve().parent / "docs_assets"
+TEMPLATES = ASSETS / "templates"
+STATIC = ASSETS / "static"
+OVERVIEW_PAGE = "overview.html"
+OVERVIEW_RENDERER = "KandevOverviewPageRenderer"
+REGISTER = Path("uncommitted") / "run_register.json"
+REGISTER_LIMIT = 500
+RUNS_SHOWN = 20
+ACTIVATION_SUITE = "activation"
+HEALTH_SUITE = "writer_health"
+SEVERITY_NAMES = {"critical": "error", "warning": "warning", "info": "info"}
+
+STATE_STYLE = {
+    "fully_activated": "badge-success",
+    "capture_only": "badge-warning",
+    "execution_only": "badge-warning",
+    "not_activated": "badge-danger",
+}
+STATE_MEANING = {
+    "fully_activated": "capture_since and execution_since are present: the record is complete "
+    "from capture_since, and execution ids can be trusted.",
+    "capture_only": "capture works, but Amendment 1 is not applied (execution_since absent): "
+    "no execution id may be trusted.",
+    "execution_only": "the execution dimension is fine, but the backfill has not yet succeeded "
+    "(capture_since absent): the writer-health comparison must not run.",
+    "not_activated": "neither capture_since nor execution_since is present: the feature is not "
+    "activated on this store.",
+}
+KEY_LABELS = {
+    "subagent_context_capture_since": "capture_since",
+    "subagent_context_backfill_through": "backfill_through",
+    "subagent_context_execution_since": "execution_since",
+}
+AC25_NOTES = (
+    "Activity before backfill_through has unknown fan-out.",
+    "The absence of a row before capture_since proves nothing.",
+    "Backfill and live rows are not compared like-for-like without disclosing this split.",
+    "An 'unknown' execution id never means \"shared\"; a real execution id is real on either "
+    "side of execution_since.",
+    "The keys bound completeness, never validity.",
+)
+
+
+# --- views: GX's templates, with kandev-dq's copies of the CDN-bearing ones first --------------
+
+
+def page_root(document: Any) -> str:
+    """The relative way from a page back to the site root ('', '../', ...)."""
+    if isinstance(document, dict):
+        kind, suite = document.get("renderer_type"), document.get("expectation_suite_name")
+    else:
+        kind = getattr(document, "renderer_type", None)
+        suite = getattr(document, "expectation_suite_name", None)
+    kind, dots = kind or "", (suite or "").count(".")
+    if "ValidationResults" in kind or "ProfilingResults" in kind:
+        return "../" * (dots + 4)  # validations/<suite parts>/<run name>/<run time>/<batch>.html
+    if "ExpectationSuite" in kind:
+        return "../" * (dots + 1)  # expectations/<suite parts>.html
+    return ""
+
+
+class _LocalAssets:
+    """Template lookup starting at ``docs_assets/templates``; every page knows its root."""
+
+    def __init__(self, custom_styles_directory=None, custom_views_directory=None) -> None:
+        super().__init__(  # type: ignore[call-arg]
+            custom_styles_directory=custom_styles_directory,
+            custom_views_directory=custom_views_directory,
+        )
+        self.env.loader = ChoiceLoader([FileSystemLoader(str(TEMPLATES)), self.env.loader])
+
+    def render(self, document, template=None, **kwargs):
+        kwargs.setdefault("kandev_root", page_root(document))
+        return super().render(document, template, **kwargs)  # type: ignore[misc]
+
+
+class KandevPageView(_LocalAssets, DefaultJinjaPageView):
+    """GX's page view (suites, validation results, the overview) with local assets."""
+
+
+class KandevIndexPageView(_LocalAssets, DefaultJinjaIndexPageView):
+    """GX's index page view with local assets."""
+
+
+# --- what the runs saw -----------------------------------------------------------------------
+
+
+def run_key(run_id) -> str:
+    """A run's name in the register: its run time as GX writes it in result paths."""
+    return run_id.to_tuple()[1]
+
+
+def record_run(root: Path, run: RunContext, run_keys: set[str]) -> None:
+    """Record, from the run's pinned snapshot, what the results do not carry.
+
+    The store is named without user or password (the key ledger's identity, redacted once
+    more for safety). The keys are those the run's rules judged: taken from the run's fact
+    cache when a rule read them, else read in the same snapshot. A snapshot a failed rule
+    left unreadable (an aborted PostgreSQL transaction) records the store alone.
+    """
+    from kandev_dq.facts.activation import describe_key, state_of
+
+    entry: dict[str, Any] = {
+        "store": redact(run.store_identity),
+        "dialect": run.connection.dialect.name,
+    }
+    keys = _run_keys(run)
+    if keys is not None:
+        entry["state"] = state_of(keys)
+        entry["keys"] = {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()}
+    path = Path(root) / REGISTER
+    register = load_register(root)
+    for key in run_keys:
+        register[key] = entry
+    if len(register) > REGISTER_LIMIT:
+        register = dict(sorted(register.items())[-REGISTER_LIMIT:])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run_register.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(register, handle, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _run_keys(run: RunContext) -> dict[str, str | None] | None:
+    from kandev_dq.facts.activation import read_keys
+
+    for facts in run.cache.values():
+        keys = facts.get("keys") if isinstance(facts, dict) else None
+        if isinstance(keys, dict) and set(ACTIVATION_KEYS) <= set(keys):
+            return {name: keys[name] for name in ACTIVATION_KEYS}
+    try:
+        return read_keys(run.connection)
+    except Exception:  # noqa: BLE001 - e.g. a transaction aborted by a failed rule
+        logger.debug("the activation keys could not be read for the data docs", exc_info=True)
+        return None
+
+
+def load_register(root: Path | None) -> dict[str, dict[str, Any]]:
+    if root is None:
+        return {}
+    path = Path(root) / REGISTER
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        logger.warning("unreadable %s: the overview falls back on the results", path)
+        return {}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+# --- the overview's facts, from the stored validation results --------------------------------
+
+
+@dataclass
+class SuiteRun:
+    """One stored validation result, as plain JSON."""
+
+    suite: str
+    run_key: str
+    run_time: datetime
+    page: str
+    data: dict[str, Any]
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return list(self.data.get("results") or [])
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        return (self.data.get("meta") or {}).get("checkpoint_id")
+
+    def failures(self, severity: str) -> int:
+        return sum(1 for r in self.results if not _passed(r) and _severity(r) == severity)
+
+
+@dataclass
+class Run:
+    """The results of one checkpoint run (one run id), with what the register knows of it."""
+
+    run_key: str
+    run_time: datetime
+    checkpoint: str | None
+    suites: list[SuiteRun] = field(default_factory=list)
+    record: dict[str, Any] | None = None
+
+    @property
+    def store(self) -> str | None:
+        return (self.record or {}).get("store")
+
+    def failures(self, severity: str) -> int:
+        return sum(s.failures(severity) for s in self.suites)
+
+
+@dataclass
+class Overview:
+    runs: list[Run]
+    activation: SuiteRun | None = None
+    health: SuiteRun | None = None
+
+    @property
+    def latest(self) -> Run | None:
+        return self.runs[0] if self.runs else None
+
+
+def collect_overview(context) -> Overview:
+    """The overview of the latest run, read from the validation results store (JSON only)."""
+    store = context.validation_results_store
+    keys = [k for k in store.list_keys() if "profiling" not in (k.run_id.run_name or "")]
+    keys.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
+    register = load_register(getattr(context, "root_directory", None))
+    checkpoints = _checkpoint_names(context)
+    loaded: dict[Any, SuiteRun | None] = {}
+
+    def load(key) -> SuiteRun | None:
+        if key not in loaded:
+            try:
+                raw = store.store_backend.get(store.key_to_tuple(key))
+                data = json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw)
+            except Exception:  # noqa: BLE001 - one unreadable result must not hide the rest
+                logger.warning("validation result %s is unreadable: skipped", key.to_tuple())
+                loaded[key] = None
+            else:
+                loaded[key] = SuiteRun(
+                    suite=key.expectation_suite_identifier.name,
+                    run_key=run_key(key.run_id),
+                    run_time=key.run_id.run_time,
+                    page=_result_page(key),
+                    data=data,
+                )
+        return loaded[key]
+
+    runs: dict[str, Run] = {}
+    for key in keys:
+        name = run_key(key.run_id)
+        if name not in runs and len(runs) == RUNS_SHOWN:
+            break
+        suite_run = load(key)
+        if suite_run is None:
+            continue
+        run = runs.get(name)
+        if run is None:
+            run = runs[name] = Run(
+                name,
+                key.run_id.run_time,
+                checkpoints.get(suite_run.checkpoint_id or ""),
+                record=register.get(name),
+            )
+        run.suites.append(suite_run)
+    for run in runs.values():
+        run.suites.sort(key=lambda s: s.suite)
+    overview = Overview(list(runs.values()))
+    latest = overview.latest
+    wanted_store = latest.store if latest else None
+
+    def newest(suite: str) -> SuiteRun | None:
+        for key in keys:
+            if key.expectation_suite_identifier.name != suite:
+                continue
+            if (register.get(run_key(key.run_id)) or {}).get("store") != wanted_store:
+                continue
+            return load(key)
+        return None
+
+    overview.activation = newest(ACTIVATION_SUITE)
+    overview.health = newest(HEALTH_SUITE)
+    return overview
+
+
+def _checkpoint_names(context) -> dict[str, str]:
+    try:
+        return {str(c.id): c.name for c in context.checkpoints.all() if c.id}
+    except Exception:  # noqa: BLE001 - the names are a convenience; ids still identify runs
+        logger.warning("could not list checkpoints: runs are shown without their names")
+        return {}
+
+
+def _result_page(key) -> str:
+    parts = ["validations", *key.expectation_suite_identifier.name.split(".")]
+    parts += [*key.run_id.to_tuple(), key.batch_identifier]
+    return urllib.parse.quote("/".join(parts) + ".html")
+
+
+def _passed(result: dict[str, Any]) -> bool:
+    raised = (result.get("exception_info") or {}).get("raised_exception")
+    return bool(result.get("success")) and not raised
+
+
+def _severity(result: dict[str, Any]) -> str:
+    config = result.get("expectation_config") or {}
+    raw = config.get("severity") or "critical"
+    return SEVERITY_NAMES.get(raw, raw)
+
+
+def _by_type(suite_run: SuiteRun | None, fragment: str) -> dict[str, Any] | None:
+    if suite_run is None:
+        return None
+    for result in suite_run.results:
+        if fragment in (result.get("expectation_config") or {}).get("type", ""):
+            return result
+    return None
+
+
+def _observed(result: dict[str, Any] | None) -> Any:
+    return ((result or {}).get("result") or {}).get("observed_value")
+
+
+def _details(result: dict[str, Any] | None) -> dict[str, Any]:
+    return ((result or {}).get("result") or {}).get("details") or {}
+
+
+def key_view(overview: Overview) -> tuple[str | None, dict[str, dict[str, Any]], str]:
+    """The latest run's state and keys, and where they come from.
+
+    The register (the run's own snapshot) knows the raw values. Without it, the activation
+    result's observed values give the state, each key's kind and precision, and the raw
+    values of capture_since and backfill_through when both are instants.
+    """
+    latest = overview.latest
+    if latest is not None and latest.record and latest.record.get("keys"):
+        return latest.record.get("state"), latest.record["keys"], "this run's snapshot"
+    activation = overview.activation
+    if activation is None:
+        return None, {}, "no record"
+    kinds = _observed(_by_type(activation, "keys_to_be_well_formed"))
+    precision = _observed(_by_type(activation, "subsecond_precision"))
+    order = _observed(_by_type(activation, "backfill_through_not_after_capture_since"))
+    state = _observed(_by_type(activation, "activation_state_to_be_in_set"))
+    kinds = kinds if isinstance(kinds, dict) else {}
+    precision = precision if isinstance(precision, dict) else {}
+    raw_values = {}
+    if isinstance(order, dict):
+        raw_values = {
+            "subagent_context_backfill_through": order.get("backfill_through"),
+            "subagent_context_capture_since": order.get("capture_since"),
+        }
+    keys: dict[str, dict[str, Any]] = {}
+    for name in ACTIVATION_KEYS:
+        kind = kinds.get(name)
+        if kind is None:
+            continue
+        entry: dict[str, Any] = {"kind": kind}
+        if kind == "sentinel":
+            entry["raw"] = ""
+        elif raw_values.get(name) is not None:
+            entry["raw"] = raw_values[name]
+        if name in precision:
+            entry["precision"] = precision[name]
+        keys[name] = entry
+    source = f"the activation result of {_when(activation.run_time)}"
+    return (state if isinstance(state, str) else None), keys, source
+
+
+# --- rendering through GX's content blocks ----------------------------------------------------
+
+
+def _esc(value: Any) -> str:
+    """A plain table cell: GX inserts plain strings verbatim, so they are escaped here."""
+    if value is None:
+        return "—"
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) > 300:
+        text = text[:297] + "..."
+    return html.escape(text)
+
+
+def _string(
+    template: str,
+    params: dict[str, Any] | None = None,
+    *,
+    tag: str | None = None,
+    classes: Any = (),
+    attributes: dict[str, str] | None = None,
+    param_classes: dict[str, list[str]] | None = None,
+) -> RenderedStringTemplateContent:
+    """A GX string template: ``template`` is trusted markup, every param value is escaped."""
+    styling: dict[str, Any] = {"classes": list(classes)}
+    if attributes:
+        styling["attributes"] = attributes
+    if param_classes:
+        styling["params"] = {name: {"classes": c} for name, c in param_classes.items()}
+    body: dict[str, Any] = {"template": template, "params": dict(params or {}), "styling": styling}
+    if tag:
+        body["tag"] = tag
+    return RenderedStringTemplateContent(content_block_type="string_template", string_template=body)
+
+
+def _block(
+    template: str,
+    params: dict[str, Any] | None = None,
+    *,
+    classes: Any = (),
+    param_classes: dict[str, list[str]] | None = None,
+) -> RenderedStringTemplateContent:
+    """A string template as a content block of its own (a styled, full-width wrapper)."""
+    content = _string(template, params, param_classes=param_classes)
+    content.styling = {"classes": ["col-12", *classes]}
+    return content
+
+
+def _title(text: str, sub: str | None = None, sub_params: dict[str, Any] | None = None):
+    header = _string("$t", {"t": text}, tag="h3", classes=["kandev-section-title"])
+    subheader = _string(sub, sub_params, classes=["text-muted"]) if sub else None
+    return RenderedHeaderContent(
+        header=header, subheader=subheader, styling={"classes": ["col-12"]}
+    )
+
+
+def _value(text: str) -> RenderedStringTemplateContent:
+    """A value in monospace; short ones (timestamps, counts) are never wrapped."""
+    classes = ["kandev-value"] + (["text-nowrap"] if len(text) <= 32 else [])
+    return _string("$v", {"v": text}, classes=classes)
+
+
+def _table(header: list[str], rows: list[list[Any]], *, classes=()) -> RenderedTableContent:
+    return RenderedTableContent(
+        table=rows,
+        header_row=header,
+        styling={
+            "classes": ["col-12", "table-responsive", "mt-2", *classes],
+            "body": {"classes": ["table", "table-sm", "table-bordered"]},
+        },
+    )
+
+
+def _when(moment: datetime | None) -> str:
+    if moment is None:
+        return "—"
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _status_icon(passed: bool, severity: str = "error") -> str:
+    if passed:
+        return '<i class="fas fa-check-circle text-success" aria-hidden="true"></i>'
+    colour = {"error": "text-danger", "warning": "text-warning"}.get(severity, "text-info")
+    return f'<i class="fas fa-times {colour}" aria-hidden="true"></i>'
+
+
+def _verdict(run: Run) -> tuple[str, str]:
+    errors, warnings = run.failures("error"), run.failures("warning")
+    if errors:
+        return f"FAILED: {errors} error(s), {warnings} warning(s)", "text-danger"
+    if warnings:
+        return f"passed with {warnings} warning(s)", "kandev-text-warning"
+    return "passed", "text-success"
+
+
+def _key_rows(keys: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    rows = []
+    for name in ACTIVATION_KEYS:
+        label = f"{KEY_LABELS[name]} ({name})"
+        described = keys.get(name)
+        if described is None:
+            rows.append([_esc(label), "not recorded", "—", "—"])
+            continue
+        kind = described.get("kind")
+        raw = described.get("raw")
+        if kind == "absent":
+            value, reads, precision = _string("absent", classes=["text-muted"]), "absent", "—"
+        elif kind == "sentinel":
+            value = _string("''", classes=["kandev-sentinel"])
+            reads = _string(
+                "the sentinel: the backfill matched nothing; never parsed, never compared (AC-24f)",
+                classes=["text-muted"],
+            )
+            precision = "—"
+        elif kind == "malformed":
+            value = _string("$v", {"v": raw or ""}, classes=["kandev-value"])
+            reads = _string(
+                "malformed: $e", {"e": described.get("error", "")}, classes=["text-danger"]
+            )
+            precision = "—"
+        else:
+            value = (
+                _value(raw)
+                if raw is not None
+                else _string("value not recorded", classes=["text-muted"])
+            )
+            reads = _value(described.get("instant") or "an RFC3339 instant")
+            precision = _precision_text(described.get("precision"), raw)
+        rows.append([_esc(label), value, reads, precision])
+    return rows
+
+
+def _precision_text(precision: str | None, raw: str | None) -> Any:
+    if precision is None:
+        return "—"
+    digits = ""
+    if raw and "." in raw:
+        fraction = raw.split(".", 1)[1].rstrip("Z").split("+")[0].split("-")[0]
+        digits = f" ({len(fraction)} fraction digit{'s' if len(fraction) > 1 else ''})"
+    if precision == "second":
+        return _string(
+            "second (no fraction): the instant lies in [key, key + 1 s); see the findings",
+            classes=["kandev-text-warning"],
+        )
+    return _esc(f"{precision}{digits}")
+
+
+def _population_section(overview: Overview) -> RenderedSectionContent:
+    blocks: list[Any] = []
+    disclosed = _by_type(overview.activation, "population_to_be_disclosed")
+    population = _observed(disclosed)
+    if overview.activation is not None and disclosed is not None:
+        sub = "rows of task_session_subagents by source, by side of each key and by execution "
+        sub += "identity, as the activation suite ran at $when"
+        blocks.append(
+            _title("Population (AC-25)", sub, {"when": _when(overview.activation.run_time)})
+        )
+    else:
+        blocks.append(_title("Population (AC-25)"))
+    if not isinstance(population, list) or disclosed is None:
+        blocks.append(
+            _block(
+                "No disclosure yet: no activation result for this store.",
+                classes=["text-muted"],
+            )
+        )
+    elif not population:
+        blocks.append(_block("task_session_subagents holds no rows.", classes=["text-muted"]))
+    else:
+        header = ["source", "capture_since", "execution_since", "execution identity", "rows"]
+        fields = ["source", "capture_since", "execution_since", "execution_identity", "rows"]
+        rows = [[_esc(cell.get(f)) for f in fields] for cell in population]
+        total = sum(cell.get("rows") or 0 for cell in population if isinstance(cell, dict))
+        rows.append([_string("<strong>total</strong>"), "", "", "", _esc(total)])
+        blocks.append(_table(header, rows, classes=["kandev-population"]))
+    blocks.append(
+        RenderedBulletListContent(
+            bullet_list=[_string("$n", {"n": note}) for note in AC25_NOTES],
+            styling={"classes": ["col-12", "kandev-note", "mt-2"]},
+        )
+    )
+    return RenderedSectionContent(content_blocks=blocks, section_name="Population (AC-25)")
+
+
+HEALTH_FIGURES = (
+    ("shortfall", "Shortfall: qualifying subagent keys since capture_since with no row (alarm)"),
+    ("excess", "Excess: row keys since capture_since with no message (attributed, not an alarm)"),
+    ("collision", "Cross-execution collisions: rows minus distinct keys since capture_since"),
+)
+
+
+def _health_section(overview: Overview) -> RenderedSectionContent:
+    health = overview.health
+    name = "Writer health (AC-26 to AC-29)"
+    if health is None:
+        blocks = [
+            _title(name),
+            _block(
+                "No $suite validation result for this store yet: run a checkpoint that includes "
+                "the $suite suite.",
+                {"suite": HEALTH_SUITE},
+                classes=["text-muted"],
+            ),
+        ]
+        return RenderedSectionContent(content_blocks=blocks, section_name=name)
+    sub = "the $suite suite as it ran at $when"
+    blocks: list[Any] = [_title(name, sub, {"suite": HEALTH_SUITE, "when": _when(health.run_time)})]
+    figures: list[list[Any]] = []
+    since = None
+    for result in health.results:
+        since = since or _details(result).get("since")
+    if since:
+        figures.append(
+            ["Compared since capture_since", _string("$v", {"v": since}, classes=["kandev-value"])]
+        )
+    for fragment, label in HEALTH_FIGURES:
+        result = _by_type(health, fragment)
+        if result is not None:
+            figures.append([_esc(label), _figure(result)])
+    last = _by_type(health, "written") or _by_type(health, "activity")
+    if last is not None:
+        observed = _observed(last)
+        if observed is None:
+            shown: Any = _string(
+                "none: no subagent row observed since capture_since", classes=["text-danger"]
+            )
+        else:
+            shown = _figure(last)
+        figures.append(["Last observed row: MAX(observed_at) since capture_since (AC-29)", shown])
+    if figures:
+        blocks.append(_table(["figure", "value"], figures, classes=["kandev-health-figures"]))
+    blocks.append(_rules_table(health.results))
+    return RenderedSectionContent(content_blocks=blocks, section_name=name)
+
+
+def _figure(result: dict[str, Any]) -> Any:
+    observed = _observed(result)
+    classes = ["kandev-value", "text-nowrap"] + ([] if _passed(result) else ["text-danger"])
+    return _string(
+        "$v",
+        {"v": observed if isinstance(observed, str) else json.dumps(observed)},
+        classes=classes,
+    )
+
+
+def _rules_table(results: list[dict[str, Any]]) -> RenderedTableContent:
+    rows = []
+    for result in results:
+        config = result.get("expectation_config") or {}
+        details = _details(result)
+        rules = details.get("rules") or (config.get("meta") or {}).get("rules") or []
+        severity = _severity(result)
+        passed = _passed(result)
+        error = (result.get("exception_info") or {}).get("exception_message")
+        message = f"could not evaluate: {error}" if error and not passed else details.get("message")
+        rows.append(
+            [
+                _string(
+                    _status_icon(passed, severity) + " $s",
+                    {"s": "pass" if passed else "fail"},
+                    classes=["text-nowrap"],
+                ),
+                _string(
+                    "$rule <span class='text-muted'>($ac)</span>",
+                    {"rule": _rule_text(config.get("type", "")), "ac": ", ".join(rules)},
+                ),
+                _esc(severity),
+                _value(_short(_observed(result))),
+                _esc(message),
+            ]
+        )
+    return _table(["status", "rule (AC ids)", "severity", "observed", "finding"], rows)
+
+
+def _rule_text(expectation_type: str) -> str:
+    from great_expectations.expectations.registry import get_expectation_impl
+
+    try:
+        return getattr(get_expectation_impl(expectation_type), "rule_text", "") or expectation_type
+    except Exception:  # noqa: BLE001 - an unknown type is shown by its name
+        return expectation_type
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _runs_section(overview: Overview) -> RenderedSectionContent:
+    name = "Checkpoint runs"
+    blocks: list[Any] = [
+        _title(name, "newest first; the store is named without credentials"),
+    ]
+    rows = []
+    for run in overview.runs:
+        verdict, colour = _verdict(run)
+        suites = []
+        for suite_run in run.suites:
+            errors = suite_run.failures("error")
+            warnings = suite_run.failures("warning")
+            passed = not errors and not warnings
+            icon = _status_icon(passed, "error" if errors else "warning")
+            suites.append(
+                _string(
+                    icon + " $suite",
+                    {"suite": suite_run.suite},
+                    tag="a",
+                    attributes={"href": suite_run.page},
+                    classes=["d-block", "text-nowrap"],
+                )
+            )
+        store = run.store or "not recorded (results from a run outside `kandev-dq check`)"
+        dialect = (run.record or {}).get("dialect")
+        rows.append(
+            [
+                _string("$t", {"t": _when(run.run_time)}, classes=["text-nowrap"]),
+                _esc(run.checkpoint or "(no checkpoint)"),
+                _string(
+                    "$s",
+                    {"s": store + (f" ({dialect})" if dialect else "")},
+                    classes=["kandev-value"],
+                ),
+                suites,
+                _string("$v", {"v": verdict}, classes=[colour]),
+            ]
+        )
+    if rows:
+        blocks.append(_table(["run time", "checkpoint", "store", "suites", "verdict"], rows))
+    else:
+        blocks.append(_block("No checkpoint has run yet.", classes=["text-muted"]))
+    return RenderedSectionContent(content_blocks=blocks, section_name=name)
+
+
+def _state_section(overview: Overview) -> RenderedSectionContent:
+    latest = overview.latest
+    state, keys, source = key_view(overview)
+    blocks: list[Any] = [_title("Store overview")]
+    if latest is None:
+        blocks.append(
+            _block(
+                "No validation result yet: run a checkpoint (<code>kandev-dq check</code>).",
+                classes=["lead"],
+            )
+        )
+        return RenderedSectionContent(content_blocks=blocks, section_name="Overview")
+    verdict, colour = _verdict(latest)
+    store = latest.store or "not recorded"
+    dialect = (latest.record or {}).get("dialect")
+    facts = [
+        [
+            "Store",
+            _string(
+                "$s", {"s": store + (f" ({dialect})" if dialect else "")}, classes=["kandev-value"]
+            ),
+        ],
+        [
+            "Latest run",
+            _esc(f"{latest.checkpoint or '(no checkpoint)'} at {_when(latest.run_time)}"),
+        ],
+        ["Verdict", _string("$v", {"v": verdict}, classes=[colour, "font-weight-bold"])],
+    ]
+    blocks.append(_table([], facts, classes=["kandev-run-facts"]))
+    blocks.append(
+        _block(
+            "<div class='mb-1 text-muted'>Activation state (AC-24c)</div>$state"
+            "<span class='kandev-state-why'>$why</span>",
+            {"state": state or "unknown", "why": STATE_MEANING.get(state or "", "not recorded")},
+            classes=["kandev-state-line", "mt-3"],
+            param_classes={
+                "state": [
+                    "badge",
+                    STATE_STYLE.get(state or "", "badge-secondary"),
+                    "kandev-state-badge",
+                ]
+            },
+        )
+    )
+    blocks.append(_title("Activation keys", "as read from $source", {"source": source}))
+    blocks.append(
+        _table(["key", "value", "reads as", "precision"], _key_rows(keys), classes=["kandev-keys"])
+    )
+    if keys.get(BACKFILL_THROUGH, {}).get("kind") == "sentinel":
+        blocks.append(
+            _block(
+                "backfill_through holds the <span class='kandev-sentinel'>''</span> sentinel: "
+                "the backfill matched nothing (the fresh-install state). It is not an instant.",
+                classes=["kandev-note", "mt-2"],
+            )
+        )
+    return RenderedSectionContent(content_blocks=blocks, section_name="Overview")
+
+
+def _findings_section(overview: Overview) -> RenderedSectionContent:
+    """Every rule of the latest run that did not pass, errors first, with its suite's page."""
+    name = "Findings"
+    latest = overview.latest
+    blocks: list[Any] = [
+        _title(name, "the latest run's rules that did not pass: errors, then warnings, then info")
+    ]
+    order = {"error": 0, "warning": 1, "info": 2}
+    flagged = [
+        (order.get(_severity(r), 3), suite_run, r)
+        for suite_run in (latest.suites if latest else [])
+        for r in suite_run.results
+        if not _passed(r)
+    ]
+    flagged.sort(key=lambda item: (item[0], item[1].suite))
+    if not flagged:
+        blocks.append(_block("Every rule of the latest run passed.", classes=["text-success"]))
+        return RenderedSectionContent(content_blocks=blocks, section_name=name)
+    rows = []
+    for _, suite_run, result in flagged:
+        config = result.get("expectation_config") or {}
+        details = _details(result)
+        severity = _severity(result)
+        rules = details.get("rules") or (config.get("meta") or {}).get("rules") or []
+        error = (result.get("exception_info") or {}).get("exception_message")
+        rows.append(
+            [
+                _string(
+                    _status_icon(False, severity) + " $s", {"s": severity}, classes=["text-nowrap"]
+                ),
+                _string("$s", {"s": suite_run.suite}, tag="a", attributes={"href": suite_run.page}),
+                _string(
+                    "$rule <span class='text-muted'>($ac)</span>",
+                    {"rule": _rule_text(config.get("type", "")), "ac": ", ".join(rules)},
+                ),
+                _esc(f"could not evaluate: {error}" if error else details.get("message")),
+            ]
+        )
+    blocks.append(_table(["severity", "suite", "rule (AC ids)", "finding"], rows))
+    return RenderedSectionContent(content_blocks=blocks, section_name=name)
+
+
+def overview_document(overview: Overview) -> RenderedDocumentContent:
+    return RenderedDocumentContent(
+        sections=[
+            _state_section(overview),
+            _findings_section(overview),
+            _population_section(overview),
+            _health_section(overview),
+            _runs_section(overview),
+        ],
+        renderer_type=OVERVIEW_RENDERER,
+        page_title="Store overview",
+    )
+
+
+def index_section(overview: Overview) -> RenderedSectionContent:
+    """The index page's first block: the overview in one line, and the way to it."""
+    latest = overview.latest
+    link = (
+        f"<a class='btn btn-primary mt-2' href='{OVERVIEW_PAGE}'>Read the store overview first</a>"
+    )
+    if latest is None:
+        block = _block(
+            "<h4>Store overview</h4>No checkpoint has run yet.<br>" + link,
+            classes=["alert", "alert-light", "border", "kandev-index-overview"],
+        )
+    else:
+        state, _, _ = key_view(overview)
+        verdict, colour = _verdict(latest)
+        block = _block(
+            "<h4>Store overview</h4>$state on <span class='kandev-value'>$store</span>: "
+            "checkpoint $checkpoint at $when, <span class='$colour font-weight-bold'>$verdict"
+            "</span><br>" + link,
+            {
+                "state": state or "unknown",
+                "store": latest.store or "a store not recorded",
+                "checkpoint": latest.checkpoint or "(no checkpoint)",
+                "when": _when(latest.run_time),
+                "verdict": verdict,
+                "colour": colour,
+            },
+            classes=["alert", "alert-light", "border", "kandev-index-overview"],
+            param_classes={"state": ["badge", STATE_STYLE.get(state or "", "badge-secondary")]},
+        )
+    return RenderedSectionContent(content_blocks=[block], section_name="Store overview")
+
+
+class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
+    """GX's index page with the store overview's summary and link on top."""
+
+    def __init__(self, data_context=None) -> None:
+        super().__init__()
+        self.data_context = data_context
+        self.overview: Overview | None = None
+
+    def render(self, index_links_dict):  # type: ignore[override]
+        document = super().render(index_links_dict)
+        if document is None or self.data_context is None:
+            return document
+        try:
+            overview = self.overview or collect_overview(self.data_context)
+            document.sections.insert(0, index_section(overview))
+        except Exception:  # noqa: BLE001 - the index must render even if the summary cannot
+            logger.exception("the store overview summary could not be rendered")
+        return document
+
+
+# --- the site builder --------------------------------------------------------------------------
+
+KANDEV_VIEWS = {
+    "view": {"module_name": __name__, "class_name": KandevPageView.__name__},
+}
+
+
+class KandevSiteBuilder(SiteBuilder):
+    """GX's site builder, with local assets and the store overview.
+
+    Section builders and the index builder not configured otherwise use the kandev-dq views
+    and index renderer, so a site needs only ``module_name``/``class_name`` to work offline.
+    """
+
+    def __init__(
+        self,
+        data_context,
+        store_backend,
+        site_name=None,
+        site_index_builder=None,
+        show_how_to_buttons=True,
+        site_section_builders=None,
+        runtime_environment=None,
+        **kwargs,
+    ) -> None:
+        index = nested_update(
+            {
+                "class_name": "DefaultSiteIndexBuilder",
+                "renderer": {
+                    "module_name": __name__,
+                    "class_name": KandevSiteIndexPageRenderer.__name__,
+                },
+                "view": {"module_name": __name__, "class_name": KandevIndexPageView.__name__},
+            },
+            dict(site_index_builder or {}),
+        )
+        sections = {
+            name: dict(KANDEV_VIEWS) for name in ("expectations", "validations", "profiling")
+        }
+        sections = nested_update(sections, dict(site_section_builders or {}))
+        super().__init__(
+            data_context,
+            store_backend,
+            site_name=site_name,
+            site_index_builder=index,
+            show_how_to_buttons=show_how_to_buttons,
+            site_section_builders=sections,
+            runtime_environment=runtime_environment,
+            **kwargs,
+        )
+        styles = None
+        plugins = data_context.plugins_directory
+        if plugins and Path(plugins, "custom_data_docs", "styles").is_dir():
+            styles = str(Path(plugins, "custom_data_docs", "styles"))
+        self.overview_view = KandevPageView(custom_styles_directory=styles)
+
+    def build(self, resource_identifiers=None, build_index: bool = True):
+        """GX's build, with kandev-dq's assets and the overview (whose failure, like a GX
+        page's, is logged and never fails the checkpoint run that builds the docs)."""
+        try:
+            self._record(resource_identifiers)
+        except Exception:  # noqa: BLE001 - the record is a convenience of the overview
+            logger.exception("kandev-dq: this run's store could not be recorded for the docs")
+        for section_builder in self.site_section_builders.values():
+            section_builder.build(resource_identifiers=resource_identifiers)
+        copy_assets(self.target_store)
+        overview = None
+        try:
+            overview = collect_overview(self.data_context)
+            self.write_overview(overview)
+        except Exception:  # noqa: BLE001 - GX logs a page it cannot render, and goes on
+            logger.exception("kandev-dq: the store overview page could not be rendered")
+        renderer = getattr(self.site_index_builder, "renderer_class", None)
+        if isinstance(renderer, KandevSiteIndexPageRenderer):
+            renderer.overview = overview
+        _, index_links = self.site_index_builder.build(build_index=build_index)
+        return self.get_resource_url(only_if_exists=False), index_links
+
+    def _record(self, resource_identifiers) -> None:
+        run = current_run()
+        root = getattr(self.data_context, "root_directory", None)
+        if run is None or root is None or not resource_identifiers:
+            return
+        run_keys = {run_key(r.run_id) for r in resource_identifiers if hasattr(r, "run_id")}
+        if run_keys:
+            record_run(Path(root), run, run_keys)
+
+    def write_overview(self, overview: Overview) -> None:
+        page = self.overview_view.render(
+            overview_document(overview),
+            data_context_id=self.data_context_id,
+            show_how_to_buttons=False,
+        )
+        self.target_store.store_backends["static_assets"].set(
+            (OVERVIEW_PAGE,), page, content_type="text/html; charset=utf-8"
+        )
+
+
+def copy_assets(target_store) -> None:
+    """Copy ``docs_assets/static`` into the site's ``static/`` (through its store backend)."""
+    backend = target_store.store_backends["static_assets"]
+    for path in sorted(STATIC.rglob("*")):
+        if not path.is_file():
+            continue
+        key = ("static", *path.relative_to(STATIC).parts)
+        content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        backend.set(key, path.read_bytes(), content_type=content_type)
+
+
+# --- building from the command line --------------------------------------------------------------
+
+
+@dataclass
+class DocsBuild:
+    index: Path | None
+    overview: Path | None
+    url: str | None
+
+
+def build_docs(project: Path) -> DocsBuild:
+    """(Re)build every data docs site of ``project``; the first local site's index and overview."""
+    from kandev_dq.project import load_context
+
+    context = load_context(Path(project))
+    urls = context.build_data_docs()
+    url = next(iter(urls.values()), None) if urls else None
+    index = None
+    if url and url.startswith("file://"):
+        index = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+    overview = index.parent / OVERVIEW_PAGE if index is not None else None
+    if overview is not None and not overview.is_file():
+        overview = None
+    return DocsBuild(index, overview, url)

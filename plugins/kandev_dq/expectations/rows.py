@@ -1,0 +1,353 @@
+"""Row rules (CONTRACT §2): identity, uniqueness, execution ids, NULLs, metrics, terminality.
+
+Why custom classes and not GX's built-ins (``ExpectCompoundColumnsToBeUnique``,
+``ExpectColumnValuesToNotBeNull``, ``ExpectColumnValuesToBeInSet``, …), although several fit a
+rule's wording:
+
+* **One shared scan.** Every rule here is one ``SUM(CASE …)`` of a single statement over
+  ``task_session_subagents`` (:mod:`kandev_dq.facts.rows`), read in the run's pinned snapshot
+  like every other family of facts. Built-ins issue one query each, on GX's own connections,
+  outside that snapshot.
+* **Works on a missing or pre-amendment table.** A built-in needs a batch of a second table
+  asset; on a store predating the feature the batch itself fails and the rule becomes "could
+  not evaluate", and ``agent_execution_id`` is absent from a pre-amendment table. Here such a
+  rule says in its finding that it does not apply (the schema suite reports the shape).
+* **Samples with keys, exact timestamps.** Samples are pushed down, capped and carry the
+  primary key and the three-column key; ``observed_at <= updated_at`` compares exact instants
+  (:class:`~kandev_dq.dialect.utc_instant`), which a built-in pair comparison would compare
+  as raw text on SQLite.
+
+Each rule that passes trivially on an empty or all-NULL table has a partner noticing it:
+rows exist when qualifying messages do, and completed rows do report metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from great_expectations.expectations.metadata_types import FailureSeverity
+
+from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
+from kandev_dq.facts.rows import row_facts
+from kandev_dq.schema import TOOL_STATUSES
+
+ROWS = register_facts("kandev.row_facts", row_facts)
+
+
+class _RowExpectation(KandevExpectation):
+    """A row rule judged from one count of the shared scan (``rule``), with its sample."""
+
+    facts: ClassVar[str] = ROWS
+    rule: ClassVar[str] = ""
+    noun: ClassVar[str] = ""
+    fix: ClassVar[str] = ""
+    needs_execution_column: ClassVar[bool] = False
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        unavailable = self.not_applicable(facts)
+        if unavailable is not None:
+            return unavailable
+        return counted(facts["rules"][self.rule], self.noun, self.fix)
+
+    def not_applicable(self, facts: dict[str, Any]) -> Finding | None:
+        if not facts["table_exists"]:
+            return Finding(
+                True, "not applicable", "task_session_subagents is missing: no rows to judge"
+            )
+        if self.needs_execution_column and not facts["amended"]:
+            return Finding(
+                True,
+                "not applicable",
+                "pre-amendment table: no agent_execution_id column to judge (see the schema rules)",
+            )
+        return None
+
+
+class ExpectSubagentRowsToHaveIdentity(_RowExpectation):
+    """Every row has a non-empty task_session_id, task_id and tool_call_id (AC-2).
+
+    A row without its identity cannot be matched to its message or its session.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-2",)
+    rule_text: ClassVar[str] = "Every row has a non-empty session id, task id and tool_call_id"
+    rule: ClassVar[str] = "identity"
+    noun: ClassVar[str] = "row(s) with an empty session id, task id or tool_call_id"
+    fix: ClassVar[str] = "the writer must skip a frame without its identity (AC-2)"
+
+
+class ExpectSubagentKeyToBeUnique(_RowExpectation):
+    """Exactly one row per ``(task_session_id, agent_execution_id, tool_call_id)``
+    (AC-3, AC-14). Two rows differing only in agent_execution_id are two keys (AC-32).
+
+    On a pre-amendment table the key the table declares, ``(task_session_id, tool_call_id)``,
+    is checked instead, and the finding says so.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-3", "AC-14", "AC-32")
+    rule_text: ClassVar[str] = "One row per (task_session_id, agent_execution_id, tool_call_id)"
+    rule: ClassVar[str] = "duplicate_rows"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        unavailable = self.not_applicable(facts)
+        if unavailable is not None:
+            return unavailable
+        part = facts["rules"][self.rule]
+        key = "(" + ", ".join(facts["key"]) + ")"
+        note = "" if facts["amended"] else " (pre-amendment table: its two-column key)"
+        if not part["count"]:
+            return Finding(True, 0, f"one row per {key}{note}", 0)
+        keys = part["keys"]
+        return Finding(
+            False,
+            keys,
+            f"{keys} key(s) {key} hold {part['count']} rows{note}: the UNIQUE constraint is "
+            "missing or bypassed",
+            keys,
+            part["sample"],
+            {"rows": part["count"]},
+        )
+
+
+class ExpectAgentExecutionIdToBePresent(_RowExpectation):
+    """agent_execution_id is never NULL and never ``''`` (AC-30): a frame without an
+    execution id is stored with the sentinel ``'unknown'``."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-30",)
+    rule_text: ClassVar[str] = "agent_execution_id is never NULL or ''"
+    rule: ClassVar[str] = "execution_missing"
+    needs_execution_column: ClassVar[bool] = True
+    noun: ClassVar[str] = "row(s) with a NULL or '' agent_execution_id"
+    fix: ClassVar[str] = "store the sentinel 'unknown' instead (AC-30)"
+
+
+class ExpectAgentExecutionIdToBeUuidOrUnknown(_RowExpectation):
+    """agent_execution_id is a UUID (canonical 8-4-4-4-12 hex, any case) or exactly the
+    sentinel ``'unknown'`` (AC-31); anything else cannot be a real execution id."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-31",)
+    rule_text: ClassVar[str] = "agent_execution_id is a UUID or the sentinel 'unknown'"
+    rule: ClassVar[str] = "execution_form"
+    needs_execution_column: ClassVar[bool] = True
+    noun: ClassVar[str] = "row(s) whose agent_execution_id is neither a UUID nor 'unknown'"
+    fix: ClassVar[str] = "the writer stores an id that is not an execution's UUID"
+
+
+class ExpectSubagentSourceToBeLiveOrBackfill(_RowExpectation):
+    """``source`` is ``'live'`` or ``'backfill'`` (AC-1): the write-once origin of a row."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-1",)
+    rule_text: ClassVar[str] = "source is 'live' or 'backfill'"
+    rule: ClassVar[str] = "source"
+    noun: ClassVar[str] = "row(s) whose source is neither 'live' nor 'backfill'"
+    fix: ClassVar[str] = "source is a closed two-value column"
+
+
+class ExpectBackfillRowsToCarryUnknownExecution(_RowExpectation):
+    """Every backfill row has agent_execution_id ``'unknown'`` (AC-31, AC-25): messages carry
+    no execution id, so a backfill row claiming one invents it."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-31", "AC-25")
+    rule_text: ClassVar[str] = "Backfill rows carry agent_execution_id 'unknown'"
+    rule: ClassVar[str] = "backfill_not_unknown"
+    needs_execution_column: ClassVar[bool] = True
+    noun: ClassVar[str] = "backfill row(s) with an execution id other than 'unknown'"
+    fix: ClassVar[str] = "the backfill writes the sentinel, or a live row's source was changed"
+
+
+class ExpectNoEmptyStringsInNullableText(_RowExpectation):
+    """No nullable TEXT column holds ``''``: "not reported" is NULL (CONTRACT §2).
+
+    §2 gives this rule no AC id of its own (catalogued as ``§2-empty-text``); AC-2a's "first
+    non-empty turn_id wins" relies on it. The finding breaks the count down by column.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("§2-empty-text",)
+    rule_text: ClassVar[str] = "No '' in any nullable TEXT column ('' is stored as NULL)"
+    rule: ClassVar[str] = "empty_text"
+    noun: ClassVar[str] = "row(s) with '' in a nullable TEXT column"
+    fix: ClassVar[str] = "the writer must store '' as NULL"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        finding = super().judge(facts)
+        if not finding.success:
+            by_column = facts["empty_by_column"]
+            finding.details["by_column"] = by_column
+            finding.message += " (" + ", ".join(f"{k}: {v}" for k, v in by_column.items()) + ")"
+        return finding
+
+
+class ExpectNoNegativeMetrics(_RowExpectation):
+    """No total_tokens, tool_use_count or duration_ms is negative (AC-9)."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-9",)
+    rule_text: ClassVar[str] = "No metric is negative"
+    rule: ClassVar[str] = "negative_metric"
+    noun: ClassVar[str] = "row(s) with a negative metric"
+    fix: ClassVar[str] = "a negative report is stored as NULL (AC-9)"
+
+
+class ExpectNoZeroTokensOrDuration(_RowExpectation):
+    """total_tokens and duration_ms never hold 0: a reported 0 is stored NULL (AC-7a).
+    tool_use_count keeps a reported 0 (AC-8) and is not judged here."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-7a", "AC-8")
+    rule_text: ClassVar[str] = "total_tokens and duration_ms never hold 0"
+    rule: ClassVar[str] = "zero_metric"
+    noun: ClassVar[str] = "row(s) with 0 in total_tokens or duration_ms"
+    fix: ClassVar[str] = "a reported 0 is stored as NULL in those two columns (AC-7a)"
+
+
+class ExpectAsyncLaunchedRowsToHaveNoMetrics(_RowExpectation):
+    """A row with agent_status ``'async_launched'`` has all three metrics NULL (AC-7).
+
+    The launch returns at once and the child has reported nothing yet; this is 75% of real
+    traffic, the shape that must never be wrong. A 0 in any metric (tool_use_count
+    included) is a fabricated report.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-7",)
+    rule_text: ClassVar[str] = "async_launched rows have all three metrics NULL"
+    rule: ClassVar[str] = "async_launched_metrics"
+    noun: ClassVar[str] = "async_launched row(s) with a metric"
+    fix: ClassVar[str] = "an unreported metric is NULL, never 0 (AC-7)"
+
+
+class ExpectSettledAtIffTerminalToolStatus(_RowExpectation):
+    """settled_at is set exactly when tool_status is one of the six terminal values (AC-11,
+    AC-10, AC-23a). Terminality never comes from agent_status."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-11", "AC-10", "AC-23a")
+    rule_text: ClassVar[str] = "settled_at is set iff tool_status is terminal"
+    rule: ClassVar[str] = "settled_terminal"
+    noun: ClassVar[str] = "row(s) whose settled_at disagrees with tool_status terminality"
+    fix: ClassVar[str] = "settle on the first terminal tool_status only (AC-11)"
+
+
+class ExpectToolStatusInAcpVocabulary(_RowExpectation):
+    """tool_status is NULL or one of the closed ACP values (AC-12, AC-10): ``pending``,
+    ``in_progress`` and the six terminal ones. An agent_status value such as
+    ``async_launched`` there means the two statuses were conflated."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-12", "AC-10")
+    rule_text: ClassVar[str] = "tool_status is in the closed ACP vocabulary"
+    rule: ClassVar[str] = "tool_status_vocabulary"
+    noun: ClassVar[str] = "row(s) with a tool_status outside the ACP vocabulary"
+    fix: ClassVar[str] = f"allowed: {', '.join(TOOL_STATUSES)}"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        finding = super().judge(facts)
+        if not finding.success:
+            conflated = sorted(
+                {
+                    s["tool_status"]
+                    for s in finding.sample
+                    if s.get("tool_status") in {"async_launched", "started"}
+                    or s.get("tool_status") == s.get("agent_status")
+                }
+            )
+            if conflated:
+                finding.message += (
+                    f"; {', '.join(conflated)} is an agent_status value: "
+                    "agent_status and tool_status were conflated"
+                )
+        return finding
+
+
+class ExpectObservedAtNotAfterUpdatedOrSettled(_RowExpectation):
+    """``observed_at <= updated_at`` and ``observed_at <= settled_at`` where set, compared as
+    exact instants on both sides (CONTRACT §2). §2 gives this no AC id (catalogued as
+    ``§2-timestamps``); it also cites AC-1a: observed_at is the first, write-once observation."""
+
+    rules: ClassVar[tuple[str, ...]] = ("§2-timestamps", "AC-1a")
+    rule_text: ClassVar[str] = "observed_at is not later than updated_at or settled_at"
+    rule: ClassVar[str] = "timestamp_order"
+    noun: ClassVar[str] = "row(s) observed after their updated_at or settled_at"
+    fix: ClassVar[str] = "observed_at was moved by a later frame, or stamped from another clock"
+
+
+class ExpectNoOrphanSubagentRows(_RowExpectation):
+    """Every row's task_session_id names an existing task session (AC-16): deleting a
+    session cascades to its subagent rows."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-16",)
+    rule_text: ClassVar[str] = "No subagent row outlives its task session"
+    rule: ClassVar[str] = "orphans"
+    noun: ClassVar[str] = "orphan row(s) whose task session does not exist"
+    fix: ClassVar[str] = "the ON DELETE CASCADE foreign key is missing or disabled"
+
+
+class ExpectIsAsyncToBeZeroOrOne(_RowExpectation):
+    """is_async is 0 or 1 (CONTRACT §1: INTEGER NOT NULL, 0/1, sticky once 1).
+
+    The contract gives this domain no AC id; it is catalogued as ``§1-is-async``.
+    """
+
+    rules: ClassVar[tuple[str, ...]] = ("§1-is-async",)
+    rule_text: ClassVar[str] = "is_async is 0 or 1"
+    rule: ClassVar[str] = "is_async"
+    noun: ClassVar[str] = "row(s) whose is_async is neither 0 nor 1"
+    fix: ClassVar[str] = "is_async is a 0/1 flag"
+
+
+class ExpectSubagentRowsWhenQualifyingMessagesExist(_RowExpectation):
+    """Rows exist whenever qualifying subagent messages do (AC-21, AC-26).
+
+    Every other row rule passes on an empty table; this one notices the emptiness: a store
+    with qualifying messages and no row (or no table) was never backfilled and is not being
+    written. A warning: the activation and writer-health rules say why.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
+    rules: ClassVar[tuple[str, ...]] = ("AC-21", "AC-26")
+    rule_text: ClassVar[str] = "Subagent rows exist when qualifying subagent messages exist"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        observed = {"rows": facts["rows"], "qualifying_messages": facts["qualifying_messages"]}
+        if facts["rows"]:
+            # Messages are read only for an empty table: a non-empty one needs no comparison.
+            return Finding(True, {"rows": facts["rows"]}, f"{facts['rows']} subagent row(s)")
+        if not facts["qualifying_messages"]:
+            return Finding(True, observed, "no rows, and no qualifying message either")
+        where = "the table is missing" if not facts["table_exists"] else "the table is empty"
+        return Finding(
+            False,
+            observed,
+            f"{facts['qualifying_messages']} qualifying subagent message(s) but {where}: "
+            "not backfilled and not written",
+            facts["qualifying_messages"],
+        )
+
+
+class ExpectCompletedRowsToReportMetrics(_RowExpectation):
+    """Completed subagents report metrics: not every ``agent_status='completed'`` row has all
+    three metrics NULL (AC-7, AC-8).
+
+    The metric rules (AC-7, AC-7a, AC-9) all pass on a writer that stores NULL for every
+    metric; this disclosure (info) notices a table where no completed row reports any.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
+    rules: ClassVar[tuple[str, ...]] = ("AC-7", "AC-8")
+    rule_text: ClassVar[str] = "Completed subagent rows report metrics"
+    rule: ClassVar[str] = "completed_without_metrics"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        unavailable = self.not_applicable(facts)
+        if unavailable is not None:
+            return unavailable
+        part = facts["rules"][self.rule]
+        completed, bare = facts["completed_rows"], part["count"]
+        observed = {"completed_rows": completed, "without_metrics": bare}
+        if not completed or bare < completed:
+            return Finding(
+                True, observed, f"{bare} of {completed} completed row(s) report no metric"
+            )
+        return Finding(
+            False,
+            observed,
+            f"none of {completed} completed row(s) reports any metric: the writer may be "
+            "dropping every metric (the metric rules cannot notice)",
+            bare,
+            part["sample"],
+        )

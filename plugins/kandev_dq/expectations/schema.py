@@ -1,0 +1,180 @@
+"""Schema rules (CONTRACT §1, §3): the live shape of ``task_session_subagents``, one class per
+AC-33 clause plus the table itself, the partial-upgrade check and the foreign keys.
+
+Every rule reads the same observation (:mod:`kandev_dq.facts.schema_facts`). When the table is
+absent, the table rule fails and every other rule fails too, saying that it cannot hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from kandev_dq import schema
+from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
+from kandev_dq.facts.schema_facts import schema_facts
+
+SCHEMA = register_facts("kandev.schema_facts", schema_facts)
+
+
+class _SchemaExpectation(KandevExpectation):
+    facts: ClassVar[str] = SCHEMA
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if not facts["table_exists"]:
+            return Finding(
+                False, "table absent", f"{facts['table']} does not exist: this cannot hold", 1
+            )
+        return self.judge_table(facts)
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        raise NotImplementedError
+
+
+class ExpectSubagentsTableToExist(KandevExpectation):
+    """``task_session_subagents`` exists (AC-17): a store that predates the feature gets it,
+    with its indexes and constraints, from the migration."""
+
+    facts: ClassVar[str] = SCHEMA
+    rules: ClassVar[tuple[str, ...]] = ("AC-17",)
+    rule_text: ClassVar[str] = "task_session_subagents exists"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if facts["table_exists"]:
+            return Finding(True, facts["shape"], f"{facts['table']} exists ({facts['shape']})")
+        return Finding(
+            False,
+            "absent",
+            f"{facts['table']} does not exist; run `kandev-dq migrate` (AC-17)",
+            1,
+        )
+
+
+class ExpectExecutionColumnToBeNotNull(_SchemaExpectation):
+    """AC-33 clause 1: ``agent_execution_id`` is present and NOT NULL, so no row can lack an
+    execution identity (AC-30)."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-30")
+    rule_text: ClassVar[str] = "agent_execution_id is present and NOT NULL (AC-33 clause 1)"
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        column = facts["execution_column"]
+        if facts["clause_1"]:
+            return Finding(True, column, "agent_execution_id is present and NOT NULL")
+        why = "is missing" if not column["present"] else "is nullable"
+        return Finding(False, column, f"agent_execution_id {why} (AC-33 clause 1)", 1)
+
+
+class ExpectThreeColumnUniqueKey(_SchemaExpectation):
+    """AC-33 clause 2: ``UNIQUE(task_session_id, agent_execution_id, tool_call_id)`` in that
+    column order, as a table constraint or a full unique index (AC-3, AC-14)."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-14", "AC-3")
+    rule_text: ClassVar[str] = (
+        "UNIQUE(task_session_id, agent_execution_id, tool_call_id) exists (AC-33 clause 2)"
+    )
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        keys = facts["unique_keys"]
+        if facts["clause_2"]:
+            return Finding(True, keys, "the three-column UNIQUE exists in the contract's order")
+        wanted = ", ".join(schema.AMENDED_UNIQUE)
+        return Finding(False, keys, f"no UNIQUE({wanted}) in that column order (AC-33 clause 2)", 1)
+
+
+class ExpectNoTwoColumnUniqueKey(_SchemaExpectation):
+    """AC-33 clause 3: no UNIQUE over exactly ``{task_session_id, tool_call_id}`` is left; it
+    would reject a tool_call_id reused by a later execution (AC-32)."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-32")
+    rule_text: ClassVar[str] = "No two-column UNIQUE(task_session_id, tool_call_id) remains"
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        keys = facts["unique_keys"]
+        if not facts["two_column_unique_remains"]:
+            return Finding(True, keys, "no two-column UNIQUE is left")
+        cols = ", ".join(schema.PRE_AMENDMENT_UNIQUE)
+        return Finding(False, keys, f"UNIQUE({cols}) remains (AC-33 clause 3)", 1)
+
+
+class ExpectSecondaryIndexesAsFreshStore(_SchemaExpectation):
+    """AC-33 clause 4 (and AC-17): the three secondary indexes exist under their names, on
+    the same columns, plain (not unique, not partial), exactly as a fresh store has them.
+    Extra indexes are reported and do not fail the rule."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-17")
+    rule_text: ClassVar[str] = "The three secondary indexes are as a fresh store has them"
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        indexes = facts["indexes"]
+        extra = sorted(indexes["unexpected"])
+        note = f"; extra index(es), not required: {', '.join(extra)}" if extra else ""
+        problems = [
+            f"{name}({', '.join(cols)}) is missing" for name, cols in indexes["missing"].items()
+        ]
+        for name, found in indexes["misshapen"].items():
+            kind = ("partial " if found["partial"] else "") + ("unique " if found["unique"] else "")
+            problems.append(f"{name} is {kind}on ({', '.join(found['columns'])})")
+        if not problems:
+            return Finding(True, indexes, "the three secondary indexes are as fresh" + note)
+        return Finding(
+            False,
+            indexes,
+            "; ".join(problems) + " (AC-33 clause 4)" + note,
+            len(problems),
+        )
+
+
+class ExpectNoPartialSubagentsUpgrade(KandevExpectation):
+    """AC-33a: an upgrade that failed leaves the old table whole: the table is either wholly
+    pre-amendment or satisfies clauses 1–3, never something in between, and no rebuild
+    table is left behind."""
+
+    facts: ClassVar[str] = SCHEMA
+    rules: ClassVar[tuple[str, ...]] = ("AC-33a", "AC-33")
+    rule_text: ClassVar[str] = "No half-applied upgrade: no partial table, no rebuild table left"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        problems = []
+        if facts["rebuild_table_left"]:
+            problems.append(f"the rebuild table {facts['rebuild_table']} is left behind")
+        if facts["table_exists"] and not (facts["clauses_1_to_3"] or facts["pure_pre_amendment"]):
+            problems.append(f"{facts['table']} is {facts['shape']}")
+        if problems:
+            return Finding(False, facts["shape"], "; ".join(problems) + " (AC-33a)", len(problems))
+        return Finding(True, facts["shape"], "no partial upgrade is visible")
+
+
+class ExpectSessionForeignKeyToCascade(_SchemaExpectation):
+    """AC-16: ``task_session_id`` references ``task_sessions(id) ON DELETE CASCADE``, so the
+    rows of a deleted session go with it."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-16",)
+    rule_text: ClassVar[str] = "task_session_id references task_sessions(id) ON DELETE CASCADE"
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        fks = facts["foreign_keys"]
+        if facts["session_fk_cascades"]:
+            return Finding(True, fks, "the session foreign key cascades on delete")
+        session = [fk for fk in fks if fk["columns"] == ["task_session_id"]]
+        why = (
+            f"it is ON DELETE {session[0]['on_delete']}"
+            if session
+            else "there is no foreign key on task_session_id"
+        )
+        return Finding(False, fks, f"no cascading session foreign key: {why} (AC-16)", 1)
+
+
+class ExpectNoForeignKeyOnTurnOrExecution(_SchemaExpectation):
+    """Neither ``turn_id`` nor ``agent_execution_id`` carries a foreign key (CONTRACT §1): a
+    turn_id may be filled forward before its turn row is visible (AC-2a), and the shared
+    sentinel ``'unknown'`` references nothing (AC-31)."""
+
+    rules: ClassVar[tuple[str, ...]] = ("AC-17", "AC-2a", "AC-31")
+    rule_text: ClassVar[str] = "No foreign key on turn_id or agent_execution_id"
+
+    def judge_table(self, facts: dict[str, Any]) -> Finding:
+        forbidden = facts["forbidden_foreign_keys"]
+        if not forbidden:
+            return Finding(True, facts["foreign_keys"], "no foreign key on turn_id or execution id")
+        said = "; ".join(f"({', '.join(fk['columns'])}) -> {fk['references']}" for fk in forbidden)
+        return Finding(False, forbidden, f"forbidden foreign key(s): {said}", len(forbidden))

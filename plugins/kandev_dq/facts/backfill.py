@@ -1,0 +1,287 @@
+"""Facts behind the backfill reconciliation rules (CONTRACT §4): every ``source='backfill'`` row
+against the row its message should have produced.
+
+The expected rows are the migration runner's own mapping, :func:`kandev_dq.migrate.backfill_select`
+(one winner per ``(task_session_id, tool_call_id)``, AC-21b; the AC-21 predicate; the §2
+NULL/zero/negative/empty rules), used here as a subquery: the runner and this check share one
+definition. Each row is joined to the expected row of its key and every field family is counted
+in ONE statement (``SUM(CASE …)`` over the joined set); capped samples are read only for the
+families with a non-zero count. Comparisons are NULL-safe (``IS DISTINCT FROM``) and timestamps
+are compared as exact instants (:class:`kandev_dq.dialect.utc_instant`).
+
+A healthy store may legitimately differ from its messages in two ways, and neither is a fault:
+
+* a live frame without an execution id merges onto the ``'unknown'`` backfill row (AC-1, AC-22):
+  it keeps ``source``, ``observed_at`` and the first non-empty ``turn_id``, and moves the rest,
+  writing ``updated_at`` at or after ``capture_since`` (live capture starts there; the backfill
+  commits with its keys, before any live frame can touch its rows);
+* a message updated after the backfill read it (a tool call settling during the upgrade): its
+  ``updated_at`` is at or after ``capture_since`` minus ``window_minutes`` (the window covers a
+  message committed between the backfill's snapshot and the ``capture_since`` sample).
+
+Such rows are *drifted*: only their write-once fields (identity, ``observed_at``, the AC-21b
+winner, a known ``turn_id``) are compared, and how many there are is disclosed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from kandev_dq import migrate, schema
+from kandev_dq.dialect import at_or_after, instant_param, utc_instant
+from kandev_dq.facts.activation import read_keys
+from kandev_dq.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
+from kandev_dq.observe import EXECUTION_COLUMN, observe_subagents
+from kandev_dq.queries import count_and_sample, qualifies, subagent_messages
+
+#: The field families, each judged by one rule.
+FAMILIES = (
+    "identity",
+    "turn_id",
+    "statuses",
+    "metrics",
+    "text",
+    "observed_at",
+    "settled_at",
+    "winner",
+    "orphan",
+    "relabelled",
+)
+TEXT_FIELDS = (
+    "parent_tool_call_id",
+    "subagent_type",
+    "description",
+    "agent_id",
+    "child_session_id",
+    "model",
+    "is_async",
+)
+#: Columns the comparison needs (``agent_execution_id`` reads as 'unknown' when absent).
+REQUIRED_COLUMNS = tuple(c for c in migrate.BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
+_TEXT_SAMPLE = 120
+
+
+def _capture(keys: dict[str, str | None]) -> Instant | None:
+    try:
+        value = read_key(CAPTURE_SINCE, keys[CAPTURE_SINCE])
+    except MalformedKey:
+        return None
+    return value if isinstance(value, Instant) else None
+
+
+def _empty(reason: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "evaluable": False,
+        "reason": reason,
+        "backfill_rows": 0,
+        "expected_rows": None,
+        "families": {name: {"count": 0, "sample": []} for name in FAMILIES},
+        **extra,
+    }
+
+
+def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]:
+    shape = observe_subagents(conn)
+    if not shape.table_exists:
+        return _empty(f"{schema.SUBAGENTS} does not exist", table_exists=False)
+    missing = [c for c in REQUIRED_COLUMNS if c not in shape.columns]
+    if missing:
+        return _empty(f"{schema.SUBAGENTS} lacks column(s) {', '.join(missing)}", table_exists=True)
+    keys = read_keys(conn)
+    capture = _capture(keys)
+
+    table = sa.table(
+        schema.SUBAGENTS,
+        *(sa.column(c.name, c.type) for c in schema.subagents.columns if c.name in shape.columns),
+    )
+    b = table.c
+    unknown = sa.literal(schema.UNKNOWN_EXECUTION, sa.Text)
+    execution = b[EXECUTION_COLUMN] if shape.has_execution_column else unknown
+    expected = migrate.backfill_select(conn.dialect.name).subquery("expected")
+    e = expected.c
+    joined = table.outerjoin(
+        expected,
+        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == b.tool_call_id),
+    )
+
+    def differs(left, right) -> sa.ColumnElement[bool]:
+        return left.is_distinct_from(right)
+
+    def differs_at(left, right) -> sa.ColumnElement[bool]:
+        return utc_instant(left).is_distinct_from(utc_instant(right))
+
+    is_backfill = b.source == "backfill"
+    relabel_candidate = sa.and_(b.source == "live", execution == unknown)
+    matched = sa.and_(is_backfill, e.id.is_not(None))
+    if capture is not None:
+        merged_since = instant_param("capture_since", capture)
+        changed_since = instant_param(
+            "message_changed_since", Instant(capture.micro - timedelta(minutes=window_minutes))
+        )
+        drifted = sa.or_(
+            at_or_after(b.updated_at, merged_since), at_or_after(e.updated_at, changed_since)
+        )
+    else:
+        drifted = sa.false()
+    strict = sa.and_(matched, sa.not_(drifted))
+
+    # AC-21b needs the losing messages, which the joined set does not hold: rows that are not
+    # plainly the winner's are counted in the one statement, and only when there are any is
+    # a second statement joined (on the key, never correlated per row) to the losers.
+    not_the_winner = sa.and_(
+        matched, sa.or_(b.id != e.id, differs_at(b.observed_at, e.observed_at))
+    )
+    sm = subagent_messages("loser_candidates")
+    losers = (
+        sa.select(sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at)
+        .where(qualifies(sm))
+        .subquery("losers")
+    )
+    lost = losers.c
+    with_losers = joined.join(
+        losers,
+        sa.and_(
+            lost.task_session_id == b.task_session_id,
+            lost.tool_call_id == b.tool_call_id,
+            lost.id != e.id,
+        ),
+    )
+    carries_loser = sa.or_(
+        lost.id == b.id,
+        sa.and_(
+            utc_instant(lost.created_at) == utc_instant(b.observed_at),
+            utc_instant(lost.created_at) != utc_instant(e.observed_at),
+        ),
+    )
+
+    conditions: dict[str, sa.ColumnElement[bool]] = {
+        # AC-21: the message's own session (the join key) and task; AC-31: the sentinel.
+        "identity": sa.and_(
+            matched, sa.or_(differs(b.task_id, e.task_id), differs(execution, unknown))
+        ),
+        # AC-2a: a known turn is never lost or replaced; a NULL may be filled forward only
+        # by a later (live) write.
+        "turn_id": sa.and_(
+            matched,
+            sa.or_(
+                sa.and_(e.turn_id.is_not(None), differs(b.turn_id, e.turn_id)),
+                sa.and_(e.turn_id.is_(None), b.turn_id.is_not(None), sa.not_(drifted)),
+            ),
+        ),
+        # AC-10/AC-12: tool_status from top-level metadata.status, agent_status nested.
+        "statuses": sa.and_(
+            strict,
+            sa.or_(differs(b.tool_status, e.tool_status), differs(b.agent_status, e.agent_status)),
+        ),
+        # AC-7, AC-7a, AC-8, AC-9 (the mapping applies them).
+        "metrics": sa.and_(strict, sa.or_(*(differs(b[m], e[m]) for m in schema.METRIC_COLUMNS))),
+        "text": sa.and_(strict, sa.or_(*(differs(b[c], e[c]) for c in TEXT_FIELDS))),
+        # AC-1a: observed_at is the message's created_at, exactly.
+        "observed_at": sa.and_(matched, differs_at(b.observed_at, e.observed_at)),
+        # AC-23a: settled_at = updated_at iff terminal; updated_at = the message's updated_at.
+        "settled_at": sa.and_(
+            strict,
+            sa.or_(differs_at(b.settled_at, e.settled_at), differs_at(b.updated_at, e.updated_at)),
+        ),
+        # AC-21b: candidates only; the family is the candidates carrying a loser's values.
+        "winner": not_the_winner,
+        # AC-21a: no qualifying message has this key.
+        "orphan": sa.and_(is_backfill, e.id.is_(None)),
+        # AC-1: a backfill row relabelled 'live' (a heuristic, judged at warning).
+        "relabelled": sa.and_(
+            relabel_candidate,
+            b.id == e.id,
+            utc_instant(b.observed_at) == utc_instant(e.observed_at),
+        ),
+    }
+
+    def total(condition) -> sa.ColumnElement:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    counts_stmt = (
+        sa.select(
+            total(is_backfill).label("backfill_rows"),
+            total(matched).label("matched_rows"),
+            total(sa.and_(matched, drifted)).label("drifted_rows"),
+            *(total(cond).label(name) for name, cond in conditions.items()),
+        )
+        .select_from(joined)
+        .where(sa.or_(is_backfill, relabel_candidate))
+    )
+    counts = conn.execute(counts_stmt).mappings().one()
+    expected_rows = conn.execute(sa.select(sa.func.count()).select_from(expected)).scalar_one()
+
+    key = (b.id.label("row_id"), b.task_session_id, b.tool_call_id, e.id.label("message_id"))
+
+    def short(column, label: str):
+        return sa.func.substr(column, 1, _TEXT_SAMPLE).label(label)
+
+    shown: dict[str, tuple] = {
+        "identity": (
+            b.task_id,
+            e.task_id.label("message_task_id"),
+            execution.label("agent_execution_id"),
+        ),
+        "turn_id": (b.turn_id, e.turn_id.label("message_turn_id")),
+        "statuses": (
+            b.tool_status,
+            e.tool_status.label("message_tool_status"),
+            b.agent_status,
+            e.agent_status.label("message_agent_status"),
+        ),
+        "metrics": tuple(
+            col for m in schema.METRIC_COLUMNS for col in (b[m], e[m].label(f"expected_{m}"))
+        ),
+        "text": tuple(
+            col
+            for c in TEXT_FIELDS
+            for col in (
+                (b[c], e[c].label(f"expected_{c}"))
+                if c == "is_async"
+                else (short(b[c], c), short(e[c], f"expected_{c}"))
+            )
+        ),
+        "observed_at": (b.observed_at, e.observed_at.label("message_created_at")),
+        "settled_at": (
+            b.tool_status,
+            b.settled_at,
+            e.settled_at.label("expected_settled_at"),
+            b.updated_at,
+            e.updated_at.label("message_updated_at"),
+        ),
+        "winner": (b.observed_at, e.observed_at.label("winner_created_at")),
+        "orphan": (b.task_id, b.observed_at),
+        "relabelled": (execution.label("agent_execution_id"), b.observed_at),
+    }
+    families = {}
+    for name in FAMILIES:
+        if not counts[name]:
+            families[name] = {"count": 0, "sample": []}
+            continue
+        if name == "winner":  # one row per backfill row, whichever losers it matches
+            stmt = (
+                sa.select(*key, *shown[name], sa.func.min(lost.id).label("loser_id"))
+                .select_from(with_losers)
+                .where(not_the_winner, carries_loser)
+                .group_by(*key, *shown[name])
+            )
+        else:
+            stmt = sa.select(*key, *shown[name]).select_from(joined).where(conditions[name])
+        stmt = stmt.order_by(b.task_session_id, b.tool_call_id, b.id)
+        count, sample = count_and_sample(conn, stmt)
+        families[name] = {"count": count, "sample": sample}
+    return {
+        "evaluable": True,
+        "reason": "",
+        "table_exists": True,
+        "execution_column": shape.has_execution_column,
+        "capture_since": keys[CAPTURE_SINCE],
+        "backfill_rows": counts["backfill_rows"],
+        "expected_rows": expected_rows,
+        "compared_in_full": counts["matched_rows"] - counts["drifted_rows"],
+        "write_once_fields_only": counts["drifted_rows"],
+        "families": families,
+    }

@@ -1,0 +1,254 @@
+"""Facts behind the row rules (CONTRACT §2): every rule counted in one scan of the table.
+
+One statement reads ``task_session_subagents`` once (left-joined to ``task_sessions`` for
+orphans, with window counts per key for uniqueness) and sums one ``CASE`` per rule; only the
+rules whose count is non-zero then fetch a capped sample of offending rows, with their primary
+keys. Timestamps are compared through :class:`~kandev_dq.dialect.utc_instant` on both sides.
+
+The table may be missing (a store predating the feature) or pre-amendment (no
+``agent_execution_id``): rules that need what is not there are marked not applicable, never
+crash; the schema suite reports the shape itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
+
+from kandev_dq.dialect import utc_instant
+from kandev_dq.observe import observe_subagents
+from kandev_dq.queries import count_and_sample, qualifies, subagent_messages
+from kandev_dq.schema import (
+    AMENDED_UNIQUE,
+    METRIC_COLUMNS,
+    NULLABLE_TEXT_COLUMNS,
+    PRE_AMENDMENT_UNIQUE,
+    TERMINAL_TOOL_STATUSES,
+    TOOL_STATUSES,
+    UNKNOWN_EXECUTION,
+    subagents,
+    task_sessions,
+)
+
+SOURCES = ("live", "backfill")
+ZERO_IS_NULL_METRICS = ("total_tokens", "duration_ms")  # AC-7a; tool_use_count keeps 0 (AC-8)
+ASYNC_LAUNCHED = "async_launched"
+_UUID_GROUPS = (8, 4, 4, 4, 12)
+
+
+class canonical_uuid(FunctionElement):  # noqa: N801 - reads as a SQL function
+    """True when a text column is a UUID in canonical 8-4-4-4-12 hex form, in any case."""
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+
+@compiles(canonical_uuid, "sqlite")
+def _uuid_sqlite(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    pattern = "-".join("[0-9a-f]" * n for n in _UUID_GROUPS)
+    return f"(lower({col}) GLOB '{pattern}')"
+
+
+@compiles(canonical_uuid, "postgresql")
+def _uuid_postgresql(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    pattern = "-".join(f"[0-9a-f]{{{n}}}" for n in _UUID_GROUPS)
+    return f"({col} ~* '^{pattern}$')"
+
+
+def _blank(column) -> sa.ColumnElement:
+    return sa.or_(column.is_(None), column == "")
+
+
+# Each rule: its predicate over the scanned columns (``c``) and the columns its sample shows.
+Predicate = Callable[[Any], sa.ColumnElement]
+
+
+def _rules(amended: bool) -> dict[str, tuple[Predicate, tuple[str, ...]]]:
+    terminal = TERMINAL_TOOL_STATUSES
+    rules: dict[str, tuple[Predicate, tuple[str, ...]]] = {
+        "identity": (
+            lambda c: sa.or_(_blank(c.task_session_id), _blank(c.task_id), _blank(c.tool_call_id)),
+            ("task_id",),
+        ),
+        "duplicate_rows": (lambda c: c.key_rows > 1, ("key_rows",)),
+        "source": (
+            lambda c: sa.or_(c.source.is_(None), c.source.not_in(SOURCES)),
+            ("source",),
+        ),
+        "empty_text": (
+            lambda c: sa.or_(*(c[name] == "" for name in NULLABLE_TEXT_COLUMNS)),
+            NULLABLE_TEXT_COLUMNS,
+        ),
+        "negative_metric": (
+            lambda c: sa.or_(*(c[name] < 0 for name in METRIC_COLUMNS)),
+            METRIC_COLUMNS,
+        ),
+        "zero_metric": (
+            lambda c: sa.or_(*(c[name] == 0 for name in ZERO_IS_NULL_METRICS)),
+            ZERO_IS_NULL_METRICS,
+        ),
+        "async_launched_metrics": (
+            lambda c: sa.and_(
+                c.agent_status == ASYNC_LAUNCHED,
+                sa.or_(*(c[name].is_not(None) for name in METRIC_COLUMNS)),
+            ),
+            ("agent_status", *METRIC_COLUMNS),
+        ),
+        "settled_terminal": (
+            lambda c: sa.or_(
+                sa.and_(c.settled_at.is_(None), c.tool_status.in_(terminal)),
+                sa.and_(
+                    c.settled_at.is_not(None),
+                    sa.or_(c.tool_status.is_(None), c.tool_status.not_in(terminal)),
+                ),
+            ),
+            ("tool_status", "settled_at"),
+        ),
+        "tool_status_vocabulary": (
+            lambda c: sa.and_(c.tool_status.is_not(None), c.tool_status.not_in(TOOL_STATUSES)),
+            ("tool_status", "agent_status"),
+        ),
+        "timestamp_order": (
+            lambda c: sa.or_(
+                utc_instant(c.observed_at) > utc_instant(c.updated_at),
+                sa.and_(
+                    c.settled_at.is_not(None),
+                    utc_instant(c.observed_at) > utc_instant(c.settled_at),
+                ),
+            ),
+            ("updated_at", "settled_at"),
+        ),
+        "orphans": (lambda c: c.parent_session.is_(None), ()),
+        "is_async": (
+            lambda c: sa.or_(c.is_async.is_(None), c.is_async.not_in((0, 1))),
+            ("is_async",),
+        ),
+        "completed_without_metrics": (
+            lambda c: sa.and_(
+                c.agent_status == "completed",
+                *(c[name].is_(None) for name in METRIC_COLUMNS),
+            ),
+            METRIC_COLUMNS,
+        ),
+    }
+    if amended:
+        rules["execution_missing"] = (lambda c: _blank(c.agent_execution_id), ())
+        rules["execution_form"] = (
+            lambda c: sa.and_(
+                c.agent_execution_id != "",
+                c.agent_execution_id != UNKNOWN_EXECUTION,
+                sa.not_(canonical_uuid(c.agent_execution_id)),
+            ),
+            (),
+        )
+        rules["backfill_not_unknown"] = (
+            lambda c: sa.and_(
+                c.source == "backfill",
+                sa.or_(c.agent_execution_id.is_(None), c.agent_execution_id != UNKNOWN_EXECUTION),
+            ),
+            ("source",),
+        )
+    return rules
+
+
+def _scanned(amended: bool, *, with_key_counts: bool) -> sa.Subquery:
+    """The table as the rules read it: orphan marker, and (optionally) rows and rank per key."""
+    r = subagents.c
+    key = [r[name] for name in (AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE)]
+    columns = [col for col in subagents.c if amended or col.name != "agent_execution_id"]
+    extra = [task_sessions.c.id.label("parent_session")]
+    if with_key_counts:
+        extra.append(sa.func.count().over(partition_by=key).label("key_rows"))
+        extra.append(sa.func.row_number().over(partition_by=key, order_by=r.id).label("key_rank"))
+    return (
+        sa.select(*columns, *extra)
+        .select_from(
+            subagents.outerjoin(task_sessions, task_sessions.c.id == subagents.c.task_session_id)
+        )
+        .subquery("scanned")
+    )
+
+
+def row_facts(conn: sa.Connection) -> dict[str, Any]:
+    """Every row rule's count (one scan) and, for the failing ones, a capped sample."""
+    shape = observe_subagents(conn)
+    amended = shape.has_execution_column
+    facts: dict[str, Any] = {
+        "table_exists": shape.table_exists,
+        "amended": amended,
+        "key": list(AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE),
+        "qualifying_messages": None,
+        "rows": 0,
+        "rules": {},
+    }
+    if not shape.table_exists:
+        facts["qualifying_messages"] = _qualifying_messages(conn)
+        return facts
+    rules = _rules(amended)
+    scanned = _scanned(amended, with_key_counts=True)
+    c = scanned.c
+
+    def total(pred: sa.ColumnElement) -> sa.ColumnElement:
+        return sa.func.coalesce(sa.func.sum(sa.case((pred, 1), else_=0)), 0)
+
+    sums = [total(pred(c)).label(name) for name, (pred, _) in rules.items()]
+    # Uniqueness counts keys (the first row of each duplicated key) and the rows they hold.
+    sums.append(total(sa.and_(c.key_rows > 1, c.key_rank == 1)).label("duplicate_keys"))
+    sums += [total(c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS]
+    sums.append(total(c.agent_status == "completed").label("completed_rows"))
+    sums.append(sa.func.count().label("rows"))
+    counts = conn.execute(sa.select(*sums)).mappings().one()
+    facts["rows"] = int(counts["rows"])
+    if not facts["rows"]:
+        # Only an empty table needs the messages read (the emptiness rule's other side).
+        facts["qualifying_messages"] = _qualifying_messages(conn)
+    facts["completed_rows"] = int(counts["completed_rows"])
+    facts["empty_by_column"] = {
+        name: int(counts[f"empty:{name}"])
+        for name in NULLABLE_TEXT_COLUMNS
+        if counts[f"empty:{name}"]
+    }
+
+    identity = [
+        "id",
+        "task_session_id",
+        *(["agent_execution_id"] if amended else []),
+        "tool_call_id",
+    ]
+    plain = _scanned(amended, with_key_counts=False)
+    for name, (pred, shown) in rules.items():
+        count = int(counts[name])
+        part: dict[str, Any] = {"count": count, "sample": []}
+        if count:
+            part["sample"] = _sample(
+                conn,
+                scanned if name == "duplicate_rows" else plain,
+                pred,
+                [*identity, "observed_at", *shown],
+            )
+        facts["rules"][name] = part
+    facts["rules"]["duplicate_rows"]["keys"] = int(counts["duplicate_keys"])
+    return facts
+
+
+def _sample(conn: sa.Connection, table: sa.Subquery, pred: Predicate, columns: list[str]) -> list:
+    """A capped sample of offending rows, primary key first, in observation order."""
+    c = table.c
+    stmt = (
+        sa.select(*(c[name] for name in dict.fromkeys(columns)))
+        .where(pred(c))
+        .order_by(utc_instant(c.observed_at), c.id)
+    )
+    return count_and_sample(conn, stmt)[1]
+
+
+def _qualifying_messages(conn: sa.Connection) -> int:
+    """Messages satisfying the AC-21 source predicate (what a backfill would copy)."""
+    sm = subagent_messages()
+    return conn.execute(sa.select(sa.func.count()).where(qualifies(sm))).scalar_one()

@@ -1,0 +1,134 @@
+"""Past runs of one store, newest first, read back from GX's validation-results store.
+
+GX keeps one validation result per suite and run under ``<project>/uncommitted/validations/
+<suite>/<run name>/<run time>/<batch>.json``. ``kandev-dq check`` names each run
+``<checkpoint>@<store tag>`` (:mod:`kandev_dq.runs`), so a store's runs are the keys whose run
+name carries its tag; they are listed and read through GX's own store API
+(``context.validation_results_store.list_keys()``/``get()``). Runs made without kandev-dq
+(plain GX, no run name) cannot be attributed to a store and are not listed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kandev_dq.check import RuleResult, _rule_result
+from kandev_dq.facts.activation import STATES
+from kandev_dq.ledger import store_identity
+from kandev_dq.project import load_context
+from kandev_dq.runs import parse_run_name, store_tag
+from kandev_dq.store import _default_store, redact, resolve_url
+
+STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
+
+
+@dataclass
+class FailedRule:
+    suite: str
+    expectation: str
+    rules: list[str]
+    severity: str
+    message: str
+
+
+@dataclass
+class PastRun:
+    """One checkpoint run: its time (UTC), checkpoint, suites, state and failed rules."""
+
+    run_time: str
+    checkpoint: str
+    run_name: str
+    suites: list[str]
+    state: str | None
+    success: bool
+    failures: dict[str, int]
+    failed: list[FailedRule] = field(default_factory=list)
+
+
+@dataclass
+class History:
+    store: str
+    runs: list[PastRun]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def identity_for(target: str | None) -> str:
+    """The store's ledger identity, without connecting to it (history needs only results)."""
+    chosen = target or os.environ.get("KANDEV_STORE_URL") or _default_store()
+    return store_identity(resolve_url(chosen))
+
+
+def history(project: Path, target: str | None, limit: int = 20) -> History:
+    """The last ``limit`` runs recorded for ``target`` in ``project``, newest first."""
+    identity = identity_for(target)
+    tag = store_tag(identity)
+    context = load_context(project)
+    results_store = context.validation_results_store
+    groups: dict[tuple[str, Any], list] = defaultdict(list)
+    for key in results_store.list_keys():
+        parsed = parse_run_name(key.run_id.run_name)
+        if parsed and parsed[1] == tag:
+            groups[(key.run_id.run_name, key.run_id.run_time)].append(key)
+    newest = sorted(groups, key=lambda group: group[1], reverse=True)[: max(limit, 0)]
+    runs = [_past_run(results_store, name, when, groups[(name, when)]) for name, when in newest]
+    return History(store=redact(identity), runs=runs)
+
+
+def _past_run(results_store, name: str, when, keys: list) -> PastRun:
+    checkpoint = parse_run_name(name)[0]  # type: ignore[index] - grouped keys all parse
+    suites, failed, state = [], [], None
+    for suite_result in (results_store.get(k) for k in keys):
+        suites.append(suite_result.suite_name)
+        for raw in suite_result.results:
+            rule: RuleResult = _rule_result(raw)
+            if rule.expectation == STATE_EXPECTATION and rule.observed_value in STATES:
+                state = rule.observed_value
+            if not rule.success:
+                failed.append(
+                    FailedRule(
+                        suite_result.suite_name,
+                        rule.expectation,
+                        rule.rules,
+                        rule.severity,
+                        rule.message,
+                    )
+                )
+    failures = {s: sum(f.severity == s for f in failed) for s in ("error", "warning", "info")}
+    success = failures["error"] == 0
+    order = {"error": 0, "warning": 1, "info": 2}
+    failed.sort(key=lambda f: (order.get(f.severity, 3), f.suite, f.expectation))
+    return PastRun(
+        run_time=when.isoformat().replace("+00:00", "Z"),
+        checkpoint=checkpoint,
+        run_name=name,
+        suites=sorted(suites),
+        state=state,
+        success=success,
+        failures=failures,
+        failed=failed,
+    )
+
+
+def render(past: History) -> list[str]:
+    """Plain lines: one per run, then its failed and warned rules, indented."""
+    if not past.runs:
+        return [f"no recorded kandev-dq runs for {past.store} in this project"]
+    lines = [f"runs of {past.store}, newest first:"]
+    for run in past.runs:
+        verdict = "PASSED" if run.success else "FAILED"
+        counts = run.failures
+        lines.append(
+            f"{run.run_time}  {run.checkpoint:<15} {run.state or '(state not recorded)':<16} "
+            f"{verdict}  {counts['error']} error(s), {counts['warning']} warning(s), "
+            f"{counts['info']} info"
+        )
+        for rule in run.failed:
+            if rule.severity in ("error", "warning"):
+                lines.append(f"    {rule.severity:<8} {rule.expectation} [{', '.join(rule.rules)}]")
+    return lines

@@ -1,0 +1,223 @@
+"""How ``kandev-dq check`` runs a GX checkpoint: the run's name, its progress, its notifications.
+
+**Run names.** Every run is tagged through GX's own run identifier,
+``checkpoint.run(run_id=RunIdentifier(run_name=...))``. GX writes the run name into the key of
+each validation result it stores (``uncommitted/validations/<suite>/<run name>/<run time>/
+<batch>.json``) and into the result's ``meta.run_id``, and the data docs list it as the run's
+name. kandev-dq's run name is ``<checkpoint>@<store tag>``: the checkpoint, then the store's
+key-ledger identity (no user, no password, no ``password=`` query parameter) as a
+file-name-safe slug followed by a short hash of that identity. ``kandev-dq history`` finds a
+store's runs by recomputing its tag. (GX 1.24 records neither the suite parameters nor the
+asset's batch metadata of a checkpoint run in its results, and rejects unknown batch
+parameters: the run name is the one run-level field that round-trips.)
+
+**Progress.** The checkpoint is run by GX as it is. kandev-dq only watches GX store each
+validation result (one per suite, in checkpoint order) and reports it; GX's own tqdm bars are
+switched off for the run, whatever the project's ``progress_bars`` say.
+
+**Notifications** use GX's own :class:`~great_expectations.checkpoint.SlackNotificationAction`.
+They are off unless ``KANDEV_DQ_SLACK_WEBHOOK`` is set (in the environment, or as a GX config
+variable of the project). The action is built for this run only and run against its result
+after the checkpoint, the way GX runs a checkpoint's own actions; it is never added to the
+saved checkpoint, so the webhook (a secret) is never written to ``checkpoints/*.json``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+logger = logging.getLogger(__name__)
+
+SLACK_WEBHOOK = "KANDEV_DQ_SLACK_WEBHOOK"
+NOTIFY_ON = "KANDEV_DQ_NOTIFY_ON"
+#: kandev-dq's notify-on word -> GX ``notify_on`` values, one action each. GX's "critical" and
+#: "warning" fire only when that is the run's *highest* failed severity, so the pair notifies
+#: exactly once whenever an error or a warning failed.
+NOTIFY_MODES: dict[str, tuple[str, ...]] = {
+    "error": ("critical",),
+    "warning": ("critical", "warning"),
+    "all": ("all",),
+}
+NOTIFY_TIMEOUT_S = 30.0
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_PASSWORD_PARAM = re.compile(r"(?i)([?&])password=[^&]*&?")
+
+
+class Progress(Protocol):
+    """What a checkpoint run reports while it runs (see :mod:`kandev_dq.progress`)."""
+
+    def started(self, checkpoint: str, suites: list[tuple[str, int]]) -> None: ...
+
+    def suite_done(self, suite: str, failed: dict[str, int]) -> None: ...
+
+    def finished(self) -> None: ...
+
+
+# --- run names ---------------------------------------------------------------------------------
+
+
+def _clean_identity(identity: str) -> str:
+    """The identity without a ``password=`` query parameter (libpq accepts one there)."""
+    return _PASSWORD_PARAM.sub(lambda m: m.group(1), identity).rstrip("?&")
+
+
+def _slug(text: str) -> str:
+    return _UNSAFE.sub("-", text).strip("-")
+
+
+def store_tag(identity: str) -> str:
+    """A file-name-safe, credential-free tag for a store identity (readable slug + hash)."""
+    identity = _clean_identity(identity)
+    slug = _slug(identity)
+    if len(slug) > 60:
+        slug = f"{slug[:20]}-{slug[-39:]}"
+    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:8]
+    return f"{slug}-{digest}"
+
+
+def run_name(checkpoint: str, identity: str) -> str:
+    """The GX run name of a kandev-dq run: ``<checkpoint>@<store tag>``."""
+    return f"{_slug(checkpoint) or 'checkpoint'}@{store_tag(identity)}"
+
+
+def parse_run_name(name: str | None) -> tuple[str, str] | None:
+    """(checkpoint, store tag) of a kandev-dq run name; None for any other run."""
+    if not name or "@" not in name:
+        return None
+    checkpoint, _, tag = name.rpartition("@")
+    return (checkpoint, tag) if checkpoint and tag else None
+
+
+# --- running a checkpoint ----------------------------------------------------------------------
+
+
+def run_checkpoint(context, checkpoint: str, identity: str, progress: Progress | None = None):
+    """Run ``checkpoint`` as GX does, named for the store it validates; report its progress."""
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    gx_checkpoint = context.checkpoints.get(checkpoint)
+    # In memory only (never saved): no tqdm bars, whatever the project's yml says.
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    run_id = RunIdentifier(
+        run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC)
+    )
+    with _reporting(context, gx_checkpoint, progress):
+        return gx_checkpoint.run(run_id=run_id)
+
+
+@contextmanager
+def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[None]:
+    """Report each suite as GX stores its result (GX runs them in checkpoint order)."""
+    if progress is None:
+        yield
+        return
+    store = context.validation_results_store
+    store_results = store.store_validation_results
+
+    def store_and_report(suite_validation_result, *args: Any, **kwargs: Any):
+        stored = store_results(suite_validation_result, *args, **kwargs)
+        try:
+            progress.suite_done(
+                suite_validation_result.suite_name, failed_by_severity(suite_validation_result)
+            )
+        except Exception:  # noqa: BLE001 - a display problem never breaks a run
+            logger.debug("progress report failed", exc_info=True)
+        return stored
+
+    suites = [
+        (v.suite.name, len(v.suite.expectations)) for v in gx_checkpoint.validation_definitions
+    ]
+    progress.started(gx_checkpoint.name, suites)
+    store.store_validation_results = store_and_report
+    try:
+        yield
+    finally:
+        del store.store_validation_results  # the class's own method again
+        progress.finished()
+
+
+def failed_by_severity(suite_validation_result) -> dict[str, int]:
+    """Failed rules of one GX suite result by kandev-dq severity (error, warning, info)."""
+    from kandev_dq.check import _rule_result
+
+    counts = {"error": 0, "warning": 0, "info": 0}
+    for result in suite_validation_result.results:
+        rule = _rule_result(result)
+        if not rule.success:
+            counts[rule.severity] = counts.get(rule.severity, 0) + 1
+    return counts
+
+
+# --- notifications -----------------------------------------------------------------------------
+
+
+def notification_actions(context, store: str = "") -> list:
+    """GX actions to run after this checkpoint run: none unless a webhook is configured.
+
+    The action's name, which GX puts in the message's header, names the store (its
+    identity: no user, no password).
+    """
+    values = context.config_provider.get_values()
+    if not values.get(SLACK_WEBHOOK):
+        return []
+    from great_expectations.checkpoint import SlackNotificationAction
+
+    mode = (values.get(NOTIFY_ON) or "error").strip().lower()
+    if mode not in NOTIFY_MODES:
+        logger.warning(
+            "kandev-dq: warning: %s=%r is not one of %s; notifying on errors",
+            NOTIFY_ON,
+            mode,
+            ", ".join(NOTIFY_MODES),
+        )
+        mode = "error"
+    name = f"kandev-dq {_clean_identity(store)}".strip()
+    return [
+        SlackNotificationAction(
+            name=name if len(name) <= 100 else f"{name[:60]}...{name[-37:]}",
+            # Resolved by GX at send time, from the environment or the project's config variables.
+            slack_webhook="${" + SLACK_WEBHOOK + "}",
+            notify_on=notify_on,
+        )
+        for notify_on in NOTIFY_MODES[mode]
+    ]
+
+
+def notify(context, checkpoint_result, store: str = "") -> None:
+    """Run the configured notification actions on a finished run; never fails the run."""
+    from great_expectations.checkpoint.actions import ActionContext
+
+    for action in notification_actions(context, store):
+        action._data_context = context  # what GX's Checkpoint sets before running an action
+        outcome: dict[str, Any] = {}
+
+        def send(action=action, outcome=outcome) -> None:
+            try:
+                outcome["result"] = action.run(
+                    checkpoint_result=checkpoint_result, action_context=ActionContext()
+                )
+            except Exception as exc:  # noqa: BLE001 - reported below, the run stands
+                outcome["error"] = f"{type(exc).__name__}"
+
+        # GX posts without a timeout: a webhook that never answers must not hang a cron job.
+        sender = threading.Thread(target=send, name="kandev-dq-notify", daemon=True)
+        sender.start()
+        sender.join(NOTIFY_TIMEOUT_S)
+        result = outcome.get("result") or {}
+        if sender.is_alive():
+            problem = f"no answer within {NOTIFY_TIMEOUT_S:.0f} s"
+        elif "error" in outcome:
+            problem = outcome["error"]
+        elif result.get("slack_notification_result", "") is None:
+            problem = "the webhook refused it or could not be reached"
+        else:
+            continue
+        logger.warning("kandev-dq: warning: the Slack notification was not sent: %s", problem)

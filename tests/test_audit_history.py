@@ -1,0 +1,299 @@
+"""Scheduled use: audit folders, run history, notifications, progress, credentials kept out."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from io import StringIO
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from rich.console import Console
+from sqlalchemy.engine import make_url
+
+from kandev_dq import project as project_module
+from kandev_dq import runs
+from kandev_dq.audit import MARKER, run_audit
+from kandev_dq.check import run_check
+from kandev_dq.errors import KandevDqError
+from kandev_dq.history import history, render
+from kandev_dq.instants import BACKFILL_THROUGH
+from kandev_dq.progress import PlainProgress, RichProgress
+from kandev_dq.storebuilder import StoreBuilder
+from tests.test_check_cli import kandev_dq
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"
+PAIRED = "expect_activation_keys_to_be_paired"
+CHECK_JSON_KEYS = {"store", "dialect", "checkpoint", "success", "state", "keys", "results"}
+TQDM_MARKS = ("Calculating Metrics", "it/s", "█", "\r")
+PASSWORD = "s3cret"
+
+
+def _healthy(target) -> StoreBuilder:
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, "", CAPTURE)
+    return store
+
+
+def _files_containing(folder: Path, needle: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+# --- audit -------------------------------------------------------------------------------------
+
+
+def test_audit_folder_is_self_contained(target, project, tmp_path):
+    _healthy(target)
+    out = tmp_path / "audit"
+    done = run_audit(project, target.url, out)
+
+    assert (out / "data_docs" / "index.html").is_file()
+    assert (out / "data_docs" / "static").is_dir()  # the site's own assets came along
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary) == CHECK_JSON_KEYS  # exactly the `check --format json` shape
+    assert summary == json.loads(json.dumps(done.report.to_json(), default=str))
+    assert summary["checkpoint"] == "pre_release" and summary["dialect"] == target.dialect
+    text = (out / "SUMMARY.md").read_text()
+    assert "fully_activated" in text and "PASSED" in text
+    assert f"({target.dialect})" in text and "kandev-dq " in text and "Ran at" in text
+    assert "subagent_context_backfill_through" in text and "sentinel" in text
+
+    # An earlier audit folder is rewritten; anything else non-empty is refused before a run.
+    run_audit(project, target.url, out)
+    assert (out / MARKER).is_file() and (out / "data_docs" / "index.html").is_file()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    with pytest.raises(KandevDqError, match="not a kandev-dq audit folder"):
+        run_audit(project, target.url, busy)
+    assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+
+
+def test_audit_command_exits_like_check(sqlite_target, project, tmp_path):
+    store = StoreBuilder(sqlite_target.engine).create()
+    store.keys(CAPTURE, None, CAPTURE)  # a partial pair: an error-severity failure
+    out = tmp_path / "audit"
+    done = kandev_dq(
+        "audit", "--store", sqlite_target.url, "--project", str(project), "--out", str(out), "-q"
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.startswith("FAILED:") and done.stderr == ""
+    text = (out / "SUMMARY.md").read_text()
+    assert PAIRED in text and "AC-24d" in text and "FAILED" in text
+    assert json.loads((out / "summary.json").read_text())["success"] is False
+
+
+# --- history -----------------------------------------------------------------------------------
+
+
+def test_history_shows_when_a_rule_started_failing(target, project):
+    store = _healthy(target)
+    run_check(project, target.url, "nightly")
+    time.sleep(0.01)  # distinct run times
+    store.set_key(BACKFILL_THROUGH, None)  # a defective writer drops a key
+    run_check(project, target.url, "nightly")
+
+    past = history(project, target.url, limit=10)
+    assert len(past.runs) == 2
+    newest, oldest = past.runs
+    assert newest.run_time > oldest.run_time
+    assert [r.checkpoint for r in past.runs] == ["nightly", "nightly"]
+    assert newest.suites == ["activation", "rows", "writer_health"]
+    assert newest.state == oldest.state == "fully_activated"
+    assert PAIRED in {f.expectation for f in newest.failed if f.severity == "error"}
+    assert PAIRED not in {f.expectation for f in oldest.failed}
+    assert newest.failures["error"] >= 1 and oldest.failures["error"] == 0
+    assert not newest.success and oldest.success
+    assert history(project, target.url, limit=1).runs[0].run_time == newest.run_time
+    lines = render(past)
+    assert lines[1].split()[0] == newest.run_time and "FAILED" in lines[1]
+    assert any(PAIRED in line for line in lines)
+
+
+def test_history_lists_only_the_asked_store(sqlite_target, project, tmp_path):
+    _healthy(sqlite_target)
+    run_check(project, sqlite_target.url, "nightly")
+    other = tmp_path / "other" / "kandev.db"
+    other.parent.mkdir()
+    other_store = StoreBuilder(sa.create_engine(f"sqlite:///{other}"))
+    other_store.create()
+    other_store.keys(CAPTURE, "", CAPTURE)
+    other_store.engine.dispose()
+    run_check(project, str(other), "post_migration")
+
+    done = kandev_dq(
+        "history", "--store", sqlite_target.url, "--project", str(project), "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert listed["store"] == f"sqlite:{Path(sqlite_target.url).resolve()}"
+    assert [r["checkpoint"] for r in listed["runs"]] == ["nightly"]
+    assert set(listed["runs"][0]["failures"]) == {"error", "warning", "info"}
+    nothing = history(project, str(tmp_path / "never-checked.db"))
+    assert nothing.runs == [] and "no recorded" in render(nothing)[0]
+
+
+def test_run_names_are_safe_and_carry_no_credentials():
+    identity = "postgresql://db.internal:5432/kandev?password=s3cret&options=-csearch_path%3Dx"
+    name = runs.run_name("pre_release", identity)
+    assert PASSWORD not in name and "password" not in name
+    assert all(c.isalnum() or c in "._-@" for c in name)
+    assert runs.parse_run_name(name) == ("pre_release", runs.store_tag(identity))
+    assert runs.store_tag(identity) == runs.store_tag(identity.replace("s3cret", "other"))
+    assert runs.store_tag("sqlite:/a/b.db") != runs.store_tag("sqlite:/a-b.db")
+    assert len(runs.run_name("nightly", "sqlite:/" + "x" * 500)) < 120
+    assert runs.parse_run_name(None) is None and runs.parse_run_name("manual") is None
+
+
+# --- notifications -----------------------------------------------------------------------------
+
+
+class _Receiver:
+    """A webhook on 127.0.0.1 (ephemeral port) that records POST bodies; stops by itself."""
+
+    def __init__(self, lifetime_s: float = 120.0) -> None:
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("Content-Length", 0))
+                received.append(self.rfile.read(length).decode("utf-8"))
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.server.timeout = 0.2
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.stop = threading.Event()
+        deadline = time.monotonic() + lifetime_s
+
+        def serve() -> None:
+            while not self.stop.is_set() and time.monotonic() < deadline:
+                self.server.handle_request()
+            self.server.server_close()
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
+def test_a_failing_run_notifies_the_webhook_without_credentials(pg_target, project, monkeypatch):
+    url_with_password = (
+        make_url(pg_target.url).set(password=PASSWORD).render_as_string(hide_password=False)
+    )
+    monkeypatch.delenv("KANDEV_STORE_URL", raising=False)  # run_check sets it; restored after
+    monkeypatch.delenv(runs.NOTIFY_ON, raising=False)
+    receiver = _Receiver()
+    try:
+        monkeypatch.setenv(runs.SLACK_WEBHOOK, receiver.url)
+        store = _healthy(pg_target)
+        passing = run_check(project, url_with_password, "pre_release")
+        assert passing.success and receiver.received == []  # errors only, by default
+
+        store.set_key(BACKFILL_THROUGH, None)
+        failing = run_check(project, url_with_password, "pre_release")
+        assert not failing.success
+    finally:
+        receiver.close()
+    assert len(receiver.received) == 1
+    body = receiver.received[0]
+    payload = json.loads(body)
+    assert "blocks" in payload  # GX's SlackNotificationAction payload
+    assert "pre_release" in body and "Failure" in body
+    assert payload["blocks"][0]["text"]["text"].startswith("kandev-dq postgresql://127.0.0.1")
+    assert "activation" in body and "backfill" in body  # the suites
+    assert PASSWORD not in body
+    assert receiver.url not in json.dumps(
+        [json.loads(p.read_text()) for p in (project / "checkpoints").glob("*.json")]
+    )
+    # Nothing the runs left behind holds the password: results, docs, ledger, run names.
+    assert _files_containing(project, PASSWORD) == []
+    assert PASSWORD not in failing.store and PASSWORD not in json.dumps(failing.to_json())
+
+
+def test_notification_actions_are_off_by_default_and_gx_own(project, monkeypatch):
+    monkeypatch.delenv(runs.SLACK_WEBHOOK, raising=False)
+    monkeypatch.delenv(runs.NOTIFY_ON, raising=False)
+    context = project_module.load_context(project)
+    assert runs.notification_actions(context) == []
+    monkeypatch.setenv(runs.SLACK_WEBHOOK, "http://127.0.0.1:9/hook")
+    monkeypatch.setenv(runs.NOTIFY_ON, "warning")
+    from great_expectations.checkpoint import SlackNotificationAction
+
+    actions = runs.notification_actions(context)
+    assert all(isinstance(a, SlackNotificationAction) for a in actions)
+    assert [a.notify_on for a in actions] == ["critical", "warning"]
+    assert "127.0.0.1:9" not in json.dumps([a.dict() for a in actions], default=str)
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+def test_json_stdout_is_one_object_and_stderr_has_no_tqdm(sqlite_target, project):
+    _healthy(sqlite_target)
+    yml = project / "great_expectations.yml"  # a project that asks GX for its bars
+    yml.write_text(
+        yml.read_text()
+        .replace("globally: false", "globally: true")
+        .replace("metric_calculations: false", "metric_calculations: true")
+    )
+    done = kandev_dq(
+        "check", "--store", sqlite_target.url, "--project", str(project), "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)) == CHECK_JSON_KEYS  # one object, nothing else
+    assert done.stdout.count("\n") == 1
+    assert not [mark for mark in TQDM_MARKS if mark in done.stderr], done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("kandev-dq: nightly: 3 suite(s), ")
+    assert [line.split("] ")[1].split(":")[0] for line in lines[1:]] == [
+        "activation",
+        "writer_health",
+        "rows",
+    ]
+    assert "globally: true" in yml.read_text()  # the override lived in memory only
+
+
+def test_progress_displays():
+    plain = StringIO()
+    lines = PlainProgress(plain)
+    lines.started("nightly", [("activation", 15), ("rows", 17)])
+    lines.suite_done("activation", {"error": 1, "warning": 0, "info": 0})
+    lines.suite_done("rows", {"error": 0, "warning": 2, "info": 0})
+    lines.finished()
+    assert plain.getvalue().splitlines() == [
+        "kandev-dq: nightly: 2 suite(s), 32 rules",
+        "kandev-dq: nightly: [1/2] activation: 15 rules, 1 error(s), 0 warning(s)",
+        "kandev-dq: nightly: [2/2] rows: 17 rules, 0 error(s), 2 warning(s)",
+    ]
+    screen = StringIO()
+    bar = RichProgress(Console(file=screen, force_terminal=True, width=100))
+    bar.started("nightly", [("activation", 15), ("rows", 17)])
+    bar.suite_done("activation", {"error": 0, "warning": 0, "info": 0})
+    assert bar.bar.tasks[0].completed == 15 and bar.bar.tasks[0].total == 32
+    bar.suite_done("rows", {"error": 0, "warning": 0, "info": 0})
+    bar.finished()
+    assert "activation: 15 rules" in screen.getvalue()
+
+
+# --- the default project -----------------------------------------------------------------------
+
+
+def test_no_project_outside_a_checkout_is_a_clear_error(tmp_path, monkeypatch):
+    installed = tmp_path / "site-packages" / "kandev_dq" / "project.py"
+    monkeypatch.setattr(project_module, "__file__", str(installed))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(KandevDqError, match="kandev-dq init"):
+        project_module.default_project()
+    (tmp_path / project_module.PROJECT_FILE).write_text("config_version: 4.0\n")
+    assert project_module.default_project() == tmp_path

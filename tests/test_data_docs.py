@@ -1,0 +1,486 @@
+"""The data docs, read the way a reviewer reads them: offline, in a real (headless) Chromium.
+
+A failing and a passing checkpoint run build their sites; Chromium loads the pages from disk
+with every network request refused, and a small probe page (written next to the test, never
+into the site) reads the pages' visible text and computed styles through same-origin iframes.
+Screenshots are kept in the test's tmp dir (and copied to ``tests/artifacts/``, or to the
+folder it names, when ``KANDEV_DQ_ARTIFACTS`` is set). Without Chromium the module skips,
+except under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from kandev_dq.expectations.activation import ExpectNoBackfillRowsUnderSentinel
+from kandev_dq.storebuilder import T0, StoreBuilder
+from tests.gxhelpers import check
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+WIDTH, HEIGHT = 1400, 1600
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0
+THROUGH = "2026-07-30T01:30:00.5Z"
+EXECUTION = "2026-07-30T01:39:37.000001Z"
+MARKUP_ID = "toolu_<b>old</b>"  # must show as text, never as markup
+
+BOOTSTRAP_WARNING = "rgb(255, 193, 7)"  # .badge-warning: capture_only
+BOOTSTRAP_SUCCESS = "rgb(40, 167, 69)"  # .badge-success: fully_activated
+
+
+# --- the browser ---------------------------------------------------------------------------------
+
+
+class Chromium:
+    """Headless Chromium, offline: every http(s) request goes to a dead proxy and DNS fails."""
+
+    def __init__(self, executable: str, scratch: Path):
+        self.executable = executable
+        self.scratch = scratch
+
+    def run(self, url: str, *extra: str) -> subprocess.CompletedProcess:
+        profile = tempfile.mkdtemp(prefix="profile-", dir=self.scratch)
+        command = [
+            self.executable,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--proxy-server=127.0.0.1:9",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            f"--window-size={WIDTH},{HEIGHT}",
+            *extra,
+            url,
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+        shutil.rmtree(profile, ignore_errors=True)
+        assert done.returncode == 0, f"chromium failed: {done.stderr[-2000:]}"
+        return done
+
+    def screenshot(self, page: Path, png: Path) -> Path:
+        self.run(page.as_uri(), f"--screenshot={png}")
+        assert png.is_file(), f"no screenshot of {page}"
+        return png
+
+    def probe(self, pages: dict[str, Path], work: Path) -> dict[str, dict]:
+        """Each page's visible text and computed styles, read by a probe page through iframes."""
+        frames = "\n".join(
+            f'<iframe id="{name}" src="{path.as_uri()}" '
+            f'style="width:{WIDTH}px;height:{HEIGHT}px;border:0"></iframe>'
+            for name, path in pages.items()
+        )
+        probe = work / "probe.html"
+        probe.write_text(PROBE.replace("<!--FRAMES-->", frames), encoding="utf-8")
+        dom = self.run(
+            probe.as_uri(),
+            "--allow-file-access-from-files",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+        ).stdout
+        found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+        assert found, f"probe did not report: {dom[-1000:]}"
+        report = json.loads(html.unescape(found.group(1)))
+        assert set(report) == set(pages), report
+        for name, page in report.items():
+            assert "error" not in page, f"{name}: {page['error']}"
+        return report
+
+
+PROBE = """<!DOCTYPE html>
+<html><body>
+<!--FRAMES-->
+<pre id="probe">pending</pre>
+<script>
+function style(w, d, selector, property, pseudo) {
+  const element = d.querySelector(selector);
+  return element ? w.getComputedStyle(element, pseudo || null).getPropertyValue(property) : null;
+}
+async function read(frame) {
+  const w = frame.contentWindow, d = frame.contentDocument, out = {};
+  try {
+    await d.fonts.ready;
+    const badge = d.querySelector('.kandev-state-badge');
+    const rect = badge ? badge.getBoundingClientRect() : null;
+    out.text = d.body.innerText;
+    out.tables = [...d.querySelectorAll('table')].map(
+      table => [...table.rows].map(row => [...row.cells].map(cell => cell.innerText.trim())));
+    out.body_font = style(w, d, 'body', 'font-family');
+    out.cell_border = style(w, d, 'table.table td', 'border-top-width');
+    out.assets_warning = style(w, d, '.kandev-assets-missing', 'display');
+    out.badge_background = style(w, d, '.kandev-state-badge', 'background-color');
+    out.badge_rect = rect ? [rect.left, rect.top, rect.width, rect.height] : null;
+    out.icon_font = style(w, d, '.fa-check-circle, .fa-times', 'font-family', '::before');
+    out.icon_font_loaded = [...d.fonts].some(
+      f => f.family.includes('Font Awesome') && f.status === 'loaded');
+    out.jquery = typeof w.jQuery === 'function';
+    out.bootstrap_table = !!(w.jQuery && w.jQuery.fn && w.jQuery.fn.bootstrapTable);
+    out.index_rows = d.querySelectorAll(
+      'table.ge-index-page-validation-results-table tbody tr[data-index]').length;
+  } catch (error) {
+    out.error = String(error);
+  }
+  return out;
+}
+window.addEventListener('load', async () => {
+  const report = {};
+  for (const frame of document.querySelectorAll('iframe')) {
+    report[frame.id] = await read(frame);
+  }
+  document.getElementById('probe').textContent = JSON.stringify(report);
+});
+</script>
+</body></html>
+"""
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory) -> Chromium:
+    executable = os.environ.get("KANDEV_DQ_CHROMIUM") or next(
+        (found for name in CHROMIUM_NAMES if (found := shutil.which(name))), None
+    )
+    if not executable:
+        reason = "Chromium is not installed (apt-get install chromium): the data docs are "
+        reason += "checked in a real browser"
+        if IN_CI:
+            pytest.fail(f"{reason}, which CI=true requires", pytrace=False)
+        pytest.skip(reason)
+    return Chromium(executable, tmp_path_factory.mktemp("chromium"))
+
+
+# --- screenshots ----------------------------------------------------------------------------------
+
+
+def png_pixel(png: Path, x: int, y: int) -> tuple[int, int, int]:
+    """The RGB colour at (x, y) of an 8-bit, non-interlaced PNG (what Chromium writes).
+
+    Decodes only the rows down to ``y``: no imaging library needed.
+    """
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG"
+    pos, chunks, header = 8, [], None
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            chunks.append(body)
+        pos += 12 + length
+    assert header is not None
+    width, height, depth, colour, _, _, interlace = header
+    assert depth == 8 and colour in (2, 6) and interlace == 0, header
+    assert 0 <= x < width and 0 <= y < height, (x, y, width, height)
+    bpp = 3 if colour == 2 else 4
+    stride = width * bpp
+    raw = zlib.decompress(b"".join(chunks))
+    previous = bytearray(stride)
+    for row in range(y + 1):
+        start = row * (stride + 1)
+        kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
+        for i in range(stride):
+            left = line[i - bpp] if i >= bpp else 0
+            up = previous[i]
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + ((left + up) >> 1)) & 0xFF
+            elif kind == 4:
+                corner = previous[i - bpp] if i >= bpp else 0
+                estimate = left + up - corner
+                pa, pb, pc = abs(estimate - left), abs(estimate - up), abs(estimate - corner)
+                best = left if pa <= pb and pa <= pc else up if pb <= pc else corner
+                line[i] = (line[i] + best) & 0xFF
+        previous = line
+    r, g, b = previous[x * bpp : x * bpp + 3]
+    return r, g, b
+
+
+def assert_badge_pixels(png: Path, rect: list[float], expected_css: str) -> None:
+    """The screenshot shows the state badge in its Bootstrap colour (CSS applied, painted)."""
+    expected = tuple(int(v) for v in re.findall(r"\d+", expected_css)[:3])
+    left, top, _, height = rect
+    actual = png_pixel(png, int(left) + 6, int(top + height / 2))
+    assert all(abs(a - e) <= 8 for a, e in zip(actual, expected, strict=True)), (actual, expected)
+
+
+def keep(png: Path, name: str) -> None:
+    """Copy a screenshot out of the tmp dir when ``KANDEV_DQ_ARTIFACTS`` asks for it: ``1`` /
+    ``true`` means ``tests/artifacts/``, any other value names the folder."""
+    wanted = os.environ.get("KANDEV_DQ_ARTIFACTS", "")
+    if wanted.lower() in ("", "0", "false", "no"):
+        return
+    folder = ARTIFACTS if wanted.lower() in ("1", "true", "yes") else Path(wanted)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(png, folder / name)
+
+
+# --- the site -------------------------------------------------------------------------------------
+
+REMOTE_ASSET = re.compile(
+    r"<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//", re.I
+)
+REMOTE_CSS = re.compile(r"(?:url\(\s*[\"']?|@import\s+[\"']?)(?:https?:)?//", re.I)
+REMOTE_HOSTS = (
+    "unpkg.com",
+    "cdnjs.cloudflare.com",
+    "cdn.jsdelivr.net",
+    "bootstrapcdn.com",
+    "code.jquery.com",
+    "amazonaws.com",
+)
+LOCAL_ASSET = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)\s*=\s*\"([^\"#?:]+)\"", re.I)
+
+
+def assert_self_contained(site: Path) -> None:
+    """No page loads CSS, JS, fonts or images from the network; every local asset exists."""
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) >= 4, pages
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        assert not REMOTE_ASSET.findall(text), f"{page}: remote asset {REMOTE_ASSET.findall(text)}"
+        assert not REMOTE_CSS.findall(text), f"{page}: remote CSS url"
+        for host in REMOTE_HOSTS:
+            assert host not in text, f"{page} names {host}"
+        linked = LOCAL_ASSET.findall(text)
+        assert any(link.endswith("bootstrap.min.css") for link in linked), page
+        for link in linked:
+            assert (page.parent / link).resolve().is_file(), f"{page}: missing {link}"
+    for css in sorted((site / "static").rglob("*.css")):
+        assert not REMOTE_CSS.findall(css.read_text(encoding="utf-8")), css
+
+
+def site_pages(report) -> tuple[Path, Path, Path]:
+    index = Path(report.docs_index)
+    site = index.parent
+    activation = next(site.glob("validations/activation/*/*/*.html"))
+    return index, site / "overview.html", activation
+
+
+def assert_styled(page: dict) -> None:
+    """Computed styles prove Bootstrap, Font Awesome, jQuery and bootstrap-table all loaded."""
+    assert "Segoe UI" in page["body_font"], page["body_font"]  # Bootstrap's font stack
+    assert page["cell_border"] == "1px", page["cell_border"]  # .table td border
+    assert page["assets_warning"] == "none"  # kandev.css loaded (hides the warning)
+    assert page["jquery"] and page["bootstrap_table"]
+    assert "Font Awesome" in page["icon_font"], page["icon_font"]  # a pass/fail icon's glyph
+    assert page["icon_font_loaded"]
+
+
+def words(page: dict) -> str:
+    """A page's visible text, whitespace collapsed."""
+    return " ".join(page["text"].split())
+
+
+def rows(page: dict) -> list[list[str]]:
+    """Every visible table row of a page, as its cells' text (nested tables included)."""
+    return [[" ".join(cell.split()) for cell in row] for table in page["tables"] for row in table]
+
+
+def row_of(page: dict, first: str) -> list[str]:
+    found = [row for row in rows(page) if row and row[0].startswith(first)]
+    assert found, f"no row starting {first!r} in {rows(page)}"
+    return found[0]
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+
+def _failing_store(target) -> None:
+    """capture_only, '' sentinel with backfill rows under it, and a writer shortfall."""
+    store = StoreBuilder(target.engine).create()
+    session = store.session()
+    store.subagent_row(session, MARKUP_ID, T0 - timedelta(hours=2), source="backfill")
+    store.subagent_row(session, "toolu_old2", T0 - timedelta(hours=3), source="backfill")
+    store.subagent_message(session, T0 + timedelta(seconds=3), "toolu_missing")
+    store.subagent_message(session, T0 + timedelta(seconds=4), "toolu_live")
+    store.subagent_row(session, "toolu_live", T0 + timedelta(seconds=4))
+    store.keys(CAPTURE, "", None)
+
+
+def _passing_store(target) -> None:
+    """Fully activated: one backfilled subagent before the keys, one live one after."""
+    store = StoreBuilder(target.engine).create()
+    session = store.session()
+    turn = store.turn(session)
+    at = "2026-07-30 01:30:00.5+00:00"
+    store.subagent_message(session, at, "toolu_a", turn_id=turn, status="completed")
+    store.subagent_row(session, "toolu_a", at, source="backfill", turn_id=turn)
+    store.subagent_message(session, T0 + timedelta(seconds=5), "toolu_live", status="completed")
+    store.subagent_row(session, "toolu_live", T0 + timedelta(seconds=5))
+    store.keys(CAPTURE, THROUGH, EXECUTION)
+
+
+def test_failing_run_docs_are_complete_and_styled_offline(target, project, tmp_path, chromium):
+    _failing_store(target)
+    report = check(project, target)
+    assert not report.success and report.state == "capture_only"
+    index, overview, activation = site_pages(report)
+    assert_self_contained(index.parent)
+
+    bare = tmp_path / "bare"  # the overview without its static/ folder: the control
+    bare.mkdir()
+    shutil.copy(overview, bare / "overview.html")
+    seen = chromium.probe(
+        {
+            "overview": overview,
+            "index": index,
+            "activation": activation,
+            "bare": bare / "overview.html",
+        },
+        tmp_path,
+    )
+
+    # The overview: state badge, the three keys (sentinel shown as such), AC-25, health, runs.
+    page = seen["overview"]
+    assert_styled(page)
+    text = words(page)
+    assert page["badge_background"] == BOOTSTRAP_WARNING
+    assert "Activation state (AC-24c) capture_only capture works" in text
+    assert "no execution id may be trusted" in text
+    assert row_of(page, "capture_since (")[1:] == [
+        CAPTURE,
+        CAPTURE,
+        "microsecond (6 fraction digits)",
+    ]
+    sentinel = row_of(page, "backfill_through (")
+    assert sentinel[1] == "''" and sentinel[2].startswith("the sentinel: the backfill matched")
+    assert row_of(page, "execution_since (")[1:] == ["absent", "absent", "—"]
+    assert ["backfill", "before", "no key", "unknown", "2"] in rows(page)
+    assert ["live", "at_or_after", "no key", "real", "1"] in rows(page)
+    assert row_of(page, "Shortfall:")[1] == "1"
+    assert row_of(page, "Excess:")[1] == "0"
+    assert row_of(page, "Last observed row")[1] == "2026-07-30T01:39:41.271235Z"
+    store = row_of(page, "Store")[1]
+    assert store.startswith("sqlite:" if target.dialect == "sqlite" else "postgresql://")
+    assert "@" not in store  # no user, no password
+    assert row_of(page, "Latest run")[1].startswith("pre_release at ")
+    assert row_of(page, "Verdict")[1].startswith("FAILED: ")
+    finding = next(
+        r
+        for r in rows(page)
+        if len(r) == 4
+        and r[1] == "activation"
+        and r[2].startswith(ExpectNoBackfillRowsUnderSentinel.rule_text)
+    )
+    assert finding[0] == "error" and "(AC-24f, AC-24)" in finding[2]
+
+    # A custom expectation's block: rule sentence, AC ids, severity, finding, observed value,
+    # and the offending rows (a markup-bearing id shown as text, never as markup).
+    page = seen["activation"]
+    assert_styled(page)
+    sentence = f"{ExpectNoBackfillRowsUnderSentinel.rule_text} (AC-24f, AC-24; severity error)"
+    finding = "2 backfill row(s) on a store whose backfill matched nothing"
+    block = next(r for r in rows(page) if len(r) == 3 and r[1].startswith(sentence))
+    assert finding in block[1] and block[2] == "2"  # the rule's cell, its observed value
+    offending = next(t for t in page["tables"] if t and t[0][-1] == "tool_call_id")
+    assert offending[0] == ["id", "observed_at", "task_session_id", "tool_call_id"]
+    assert sorted(row[3] for row in offending[1:]) == sorted([MARKUP_ID, "toolu_old2"])
+
+    # The index: the overview summary on top, the results table built by bootstrap-table.
+    page = seen["index"]
+    assert_styled(page)
+    text = words(page)
+    assert text.index("Read the store overview first") < text.index("Data Docs | local_site")
+    assert "capture_only on " in text and page["index_rows"] >= 5
+
+    # The control: the same page without static/ is unstyled and says why.
+    page = seen["bare"]
+    assert "Segoe UI" not in page["body_font"]
+    assert "did not load" in page["text"]
+
+    for name, path in (("overview", overview), ("activation", activation)):
+        png = chromium.screenshot(path, tmp_path / f"failing-{target.dialect}-{name}.png")
+        if name == "overview":
+            assert_badge_pixels(png, seen["overview"]["badge_rect"], BOOTSTRAP_WARNING)
+        keep(png, png.name)
+
+
+def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path, chromium):
+    from typer.testing import CliRunner
+
+    from kandev_dq.cli import app
+
+    _passing_store(sqlite_target)
+    report = check(project, sqlite_target)
+    assert report.success and report.state == "fully_activated"
+    index, overview, activation = site_pages(report)
+
+    # `kandev-dq docs` rebuilds the whole site from the stored results; the overview still
+    # names the store and the raw keys (recorded from the run's snapshot, not re-read).
+    shutil.rmtree(index.parent)
+    built = CliRunner().invoke(app, ["docs", "--project", str(project)])
+    assert built.exit_code == 0, built.output
+    assert built.output.strip() == str(index)
+    assert_self_contained(index.parent)
+
+    seen = chromium.probe({"overview": overview, "index": index}, tmp_path)
+    page = seen["overview"]
+    assert_styled(page)
+    text = words(page)
+    assert page["badge_background"] == BOOTSTRAP_SUCCESS
+    assert "Activation state (AC-24c) fully_activated" in text
+    assert "Every rule of the latest run passed." in text
+    assert row_of(page, "backfill_through (")[1:] == [
+        THROUGH,
+        "2026-07-30T01:30:00.5Z",
+        "millisecond (1 fraction digit)",
+    ]
+    assert row_of(page, "execution_since (")[1] == EXECUTION
+    assert row_of(page, "capture_since (")[1] == CAPTURE
+    assert ["backfill", "before", "before", "unknown", "1"] in rows(page)
+    assert ["live", "at_or_after", "at_or_after", "real", "1"] in rows(page)
+    assert row_of(page, "Store")[1] == f"sqlite:{Path(sqlite_target.url).resolve()} (sqlite)"
+    assert row_of(page, "Verdict")[1] == "passed"
+    assert row_of(page, "Shortfall:")[1] == "0"
+    assert row_of(page, "Last observed row")[1] == "2026-07-30T01:39:42.271235Z"
+    assert "fully_activated on " in words(seen["index"]) and seen["index"]["index_rows"] >= 5
+
+    png = chromium.screenshot(overview, tmp_path / "passing-overview.png")
+    assert_badge_pixels(png, page["badge_rect"], BOOTSTRAP_SUCCESS)
+    keep(png, png.name)
+    keep(chromium.screenshot(index, tmp_path / "passing-index.png"), "passing-index.png")
+
+
+def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_target, project):
+    """Results from a run the register never saw (e.g. a checkpoint run through GX directly)
+    still give the state and each key's kind; the store and raw values say "not recorded".
+    Needs no browser: the site is also checked for remote assets here."""
+    from kandev_dq.docs import REGISTER, build_docs
+
+    _failing_store(sqlite_target)
+    check(project, sqlite_target)
+    (project / REGISTER).unlink()
+    built = build_docs(project)
+    assert built.index is not None and built.overview is not None
+    assert_self_contained(built.index.parent)
+    page = built.overview.read_text(encoding="utf-8")
+    text = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(page)).split())
+    assert "Activation state (AC-24c) capture_only" in text
+    assert "as read from the activation result of" in text
+    assert "Store not recorded" in text
+    assert "capture_since (subagent_context_capture_since) value not recorded" in text
+    assert "backfill_through (subagent_context_backfill_through) '' the sentinel" in text
+    assert "execution_since (subagent_context_execution_since) absent absent" in text
