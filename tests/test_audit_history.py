@@ -21,6 +21,7 @@ from kandev_dq.check import run_check
 from kandev_dq.errors import KandevDqError
 from kandev_dq.history import history, render
 from kandev_dq.instants import BACKFILL_THROUGH
+from kandev_dq.ledger import store_identity
 from kandev_dq.progress import PlainProgress, RichProgress
 from kandev_dq.storebuilder import StoreBuilder
 from tests.test_check_cli import kandev_dq
@@ -137,12 +138,14 @@ def test_history_lists_only_the_asked_store(sqlite_target, project, tmp_path):
 
 
 def test_run_names_are_safe_and_carry_no_credentials():
-    identity = "postgresql://db.internal:5432/kandev?password=s3cret&options=-csearch_path%3Dx"
+    url = "postgresql://kandev:s3cret@db.internal:5432/kandev?password=s3cret&options=-csx"
+    identity = store_identity(make_url(url))
+    assert PASSWORD not in identity and "password" not in identity
     name = runs.run_name("pre_release", identity)
     assert PASSWORD not in name and "password" not in name
     assert all(c.isalnum() or c in "._-@" for c in name)
     assert runs.parse_run_name(name) == ("pre_release", runs.store_tag(identity))
-    assert runs.store_tag(identity) == runs.store_tag(identity.replace("s3cret", "other"))
+    assert identity == store_identity(make_url(url.replace("s3cret", "other")))
     assert runs.store_tag("sqlite:/a/b.db") != runs.store_tag("sqlite:/a-b.db")
     assert len(runs.run_name("nightly", "sqlite:/" + "x" * 500)) < 120
     assert runs.parse_run_name(None) is None and runs.parse_run_name("manual") is None

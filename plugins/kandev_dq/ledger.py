@@ -15,13 +15,15 @@ from urllib.parse import unquote
 
 from sqlalchemy.engine import URL
 
+from kandev_dq.store import without_password
+
 
 def store_identity(url: URL) -> str:
     """A store's name in the ledger: the URL without user or password."""
     if url.get_backend_name() == "sqlite":
         path = unquote((url.database or "").removeprefix("file:"))
         return f"sqlite:{Path(path).resolve()}"
-    bare = url._replace(drivername="postgresql", username=None, password=None)
+    bare = without_password(url)._replace(drivername="postgresql", username=None)
     return bare.render_as_string(hide_password=False)
 
 

@@ -47,7 +47,6 @@ NOTIFY_MODES: dict[str, tuple[str, ...]] = {
 }
 NOTIFY_TIMEOUT_S = 30.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_PASSWORD_PARAM = re.compile(r"(?i)([?&])password=[^&]*&?")
 
 
 class Progress(Protocol):
@@ -63,18 +62,12 @@ class Progress(Protocol):
 # --- run names ---------------------------------------------------------------------------------
 
 
-def _clean_identity(identity: str) -> str:
-    """The identity without a ``password=`` query parameter (libpq accepts one there)."""
-    return _PASSWORD_PARAM.sub(lambda m: m.group(1), identity).rstrip("?&")
-
-
 def _slug(text: str) -> str:
     return _UNSAFE.sub("-", text).strip("-")
 
 
 def store_tag(identity: str) -> str:
     """A file-name-safe, credential-free tag for a store identity (readable slug + hash)."""
-    identity = _clean_identity(identity)
     slug = _slug(identity)
     if len(slug) > 60:
         slug = f"{slug[:20]}-{slug[-39:]}"
@@ -179,7 +172,7 @@ def notification_actions(context, store: str = "") -> list:
             ", ".join(NOTIFY_MODES),
         )
         mode = "error"
-    name = f"kandev-dq {_clean_identity(store)}".strip()
+    name = f"kandev-dq {store}".strip()
     return [
         SlackNotificationAction(
             name=name if len(name) <= 100 else f"{name[:60]}...{name[-37:]}",

@@ -49,8 +49,9 @@ def redact(text: str) -> str:
 
 
 def without_password(url: URL) -> URL:
-    """The URL with its password removed (``URL.set`` ignores None, so it cannot do this)."""
-    return url._replace(password=None)
+    """The URL with its password removed, also a ``password=`` query parameter (libpq reads
+    one there). ``URL.set(password=None)`` cannot do this: it ignores None."""
+    return url._replace(password=None).difference_update_query(["password"])
 
 
 @dataclass
