@@ -18,22 +18,26 @@ HEALTH = register_facts("kandev.health_facts", health_facts)
 
 
 class _HealthExpectation(KandevExpectation):
+    """Rules that qualify the shortfall: without a comparison (AC-28a) they pass as "not
+    run" — the shortfall rule carries that failure; repeating it would say one thing twice."""
+
     facts: ClassVar[str] = HEALTH
+    #: the rule reads rows of task_session_subagents, so a missing table makes it inapplicable
+    needs_rows: ClassVar[bool] = False
 
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if facts["not_run"] is not None:
+            return Finding(
+                True,
+                "not run",
+                f"not run: {facts['not_run']} (AC-28a); reported by the writer-shortfall rule",
+            )
+        if self.needs_rows and not facts["table_exists"]:
+            return Finding(True, "not applicable", "task_session_subagents is missing: no rows")
+        return self.judge_compared(facts)
 
-def _not_run(facts: dict[str, Any]) -> Finding | None:
-    """A passing "not run" finding for the rules that only qualify the shortfall (AC-28a).
-
-    The shortfall rule carries the failure itself; repeating it here would say one thing
-    several times.
-    """
-    if facts["not_run"] is None:
-        return None
-    return Finding(
-        True,
-        "not run",
-        f"not run: {facts['not_run']} (AC-28a); reported by the writer-shortfall rule",
-    )
+    def judge_compared(self, facts: dict[str, Any]) -> Finding:
+        raise NotImplementedError
 
 
 class ExpectNoWriterShortfallSinceCaptureSince(_HealthExpectation):
@@ -113,12 +117,9 @@ class ExpectNoWriterExcessSinceCaptureSince(_HealthExpectation):
     rules: ClassVar[tuple[str, ...]] = ("AC-27", "AC-26", "AC-28")
     rule_text: ClassVar[str] = "Every subagent row since capture_since has a subagent message"
 
-    def judge(self, facts: dict[str, Any]) -> Finding:
-        skipped = _not_run(facts)
-        if skipped is not None:
-            return skipped
-        if not facts["table_exists"]:
-            return Finding(True, "not applicable", "task_session_subagents is missing: no rows")
+    needs_rows: ClassVar[bool] = True
+
+    def judge_compared(self, facts: dict[str, Any]) -> Finding:
         part = facts["excess"]
         count = part["count"]
         if not count:
@@ -145,12 +146,9 @@ class ExpectNoCrossExecutionCollisionsSinceCaptureSince(_HealthExpectation):
     rules: ClassVar[tuple[str, ...]] = ("AC-27", "AC-32")
     rule_text: ClassVar[str] = "Cross-execution collisions since capture_since are disclosed"
 
-    def judge(self, facts: dict[str, Any]) -> Finding:
-        skipped = _not_run(facts)
-        if skipped is not None:
-            return skipped
-        if not facts["table_exists"]:
-            return Finding(True, "not applicable", "task_session_subagents is missing: no rows")
+    needs_rows: ClassVar[bool] = True
+
+    def judge_compared(self, facts: dict[str, Any]) -> Finding:
         part = facts["collisions"]
         count = part["count"]
         said = f"{part['rows']} row(s) over {part['keys']} key(s) since {facts['since']}"
@@ -181,10 +179,7 @@ class ExpectWriterToHaveWrittenSinceCaptureSince(_HealthExpectation):
         "The writer has observed a subagent since capture_since when qualifying messages exist"
     )
 
-    def judge(self, facts: dict[str, Any]) -> Finding:
-        skipped = _not_run(facts)
-        if skipped is not None:
-            return skipped
+    def judge_compared(self, facts: dict[str, Any]) -> Finding:
         latest = facts["latest_observed_at"]
         if latest is not None:
             return Finding(True, latest, f"latest subagent observed at {latest}")
@@ -217,10 +212,7 @@ class ExpectSubagentActivitySinceCaptureSince(_HealthExpectation):
     rules: ClassVar[tuple[str, ...]] = ("AC-29", "AC-26")
     rule_text: ClassVar[str] = "Some subagent activity has been observed since capture_since"
 
-    def judge(self, facts: dict[str, Any]) -> Finding:
-        skipped = _not_run(facts)
-        if skipped is not None:
-            return skipped
+    def judge_compared(self, facts: dict[str, Any]) -> Finding:
         latest = facts["latest_observed_at"]
         if latest is not None:
             return Finding(True, latest, f"latest subagent observed at {latest}")
