@@ -18,6 +18,7 @@ from kandev_dq import runs
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import exception_message
 from kandev_dq.facts.activation import read_keys, state_of
+from kandev_dq.instants import shown_key
 from kandev_dq.ledger import KeyLedger, store_identity
 from kandev_dq.project import URL_VARIABLE, load_context
 from kandev_dq.snapshot import pinned
@@ -103,7 +104,7 @@ def run_check(
             checkpoint=checkpoint,
             success=True,
             state=state_of(keys),
-            keys=keys,
+            keys={name: shown_key(value) for name, value in keys.items()},
             results=[_rule_result(r) for v in outcome.run_results.values() for r in v.results],
         )
         report.success = not report.failures("error")

@@ -314,6 +314,64 @@ def rules(
     out.print(table)
 
 
+scenarios_app = typer.Typer(
+    no_args_is_help=True,
+    help="Named fault and healthy stores that prove the suite's verdicts "
+    "(docs/detection-matrix.md).",
+)
+app.add_typer(scenarios_app, name="scenarios")
+ScenarioName = Annotated[str, typer.Argument(help="A scenario (see `kandev-dq scenarios list`).")]
+ScenarioStore = Annotated[
+    str, typer.Option("--store", help="SQLite file path or PostgreSQL URL (an empty one).")
+]
+
+
+@scenarios_app.command("list")
+def scenarios_list() -> None:
+    """Every scenario: its name, what the suite must say about it, what it is."""
+    from kandev_dq.scenarios import SCENARIOS
+
+    if out.is_terminal:
+        table = Table("scenario", "expected", "what it is")
+        for s in SCENARIOS.values():
+            table.add_row(s.name, s.expected, s.summary)
+        out.print(table)
+        return
+    for s in SCENARIOS.values():
+        out.print(f"{s.name}\t{s.expected}\t{s.summary}", markup=False)
+
+
+@scenarios_app.command("build")
+def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
+    """Build one scenario into an empty store; refuses a store that holds Kandev tables."""
+    from kandev_dq import scenarios
+
+    scenario = scenarios.get(name)
+    seconds = scenarios.materialise(name, store)
+    checked = scenario.check_url(store) if scenario.check_url else store
+    for line in (
+        f"built {name} into {redact(store)} in {seconds:.2f} s: {scenario.summary}",
+        f"expected: {scenario.expected}",
+        f"check it: kandev-dq check --checkpoint pre_release --store '{redact(checked)}'",
+    ):
+        out.print(line, markup=False)
+    if scenario.between_runs is not None:
+        out.print(
+            f"then: kandev-dq scenarios between-runs {name} --store '{redact(store)}', "
+            "and check again (the second run is the one that fails)",
+            markup=False,
+        )
+
+
+@scenarios_app.command("between-runs")
+def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
+    """Apply a two-run scenario's mutation to its store, between its two checks."""
+    from kandev_dq import scenarios
+
+    scenarios.apply_between_runs(name, store)
+    out.print(f"applied the between-runs mutation of {name} to {redact(store)}", markup=False)
+
+
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
     try:

@@ -11,13 +11,18 @@ Every query in kandev-dq reaches timestamps and message metadata only through th
   (equality lands after, AC-24 point 3), index-friendly on both dialects.
 * :func:`metadata_doc`, :func:`json_text`, :func:`json_number`, :func:`json_flag` — JSON read
   out of the TEXT ``metadata`` column with NULL / ``''`` / ``'null'`` read as ``{}`` (AC-23b).
+* :class:`recognised_utc_text` — whether a stored timestamp is one of the UTC text forms the
+  SQLite exact-instant construct reads correctly (always true for PostgreSQL's typed column).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
@@ -55,6 +60,61 @@ def _utc_instant_postgresql(element, compiler, **kw):
     return f"({col} AT TIME ZONE 'UTC')"
 
 
+class recognised_utc_text(FunctionElement):  # noqa: N801
+    """True when a TIMESTAMP column's value is one the exact-instant construct reads exactly.
+
+    SQLite keeps whatever text a writer gave it. :class:`utc_instant` reads the forms of
+    CONTRACT §1 (``YYYY-MM-DD`` then ``' '`` or ``T``, ``HH:MM:SS``, an optional ``.`` with 1-9
+    digits, then nothing, ``Z``, ``+00:00`` or ``-00:00``); any other text (``30/07/2026``, a
+    ``+02:00`` offset, an epoch number, a BLOB, a 30th of February) would be silently misread,
+    so the rules name such rows instead (:mod:`kandev_dq.facts.stored_text`). Mirrored in
+    Python by :func:`kandev_dq.instants.is_recognised_stored`. NULL stays NULL.
+
+    PostgreSQL's naive ``TIMESTAMP`` holds typed values only: always true there.
+    """
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+
+@compiles(recognised_utc_text, "sqlite")
+def _recognised_sqlite(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    d = "[0-9]"
+    # The digit classes already bound month, day, hour, minute and second to two digits
+    # each; plain text comparisons finish the ranges. Only a day of 29-31 needs SQLite's
+    # calendar: with a modifier SQLite normalises the date (2026-02-30 -> 2026-03-02), so
+    # equality holds exactly for a real day. Cheap checks first: this runs on every row.
+    head = f"{d * 4}-[01]{d}-[0-3]{d}[ T][0-2]{d}:[0-5]{d}:[0-5]{d}*"
+    # After the seconds: an offset alone, or '.', 1-9 digits, then an offset. Past the '.',
+    # what the digits leave names the offset, and the length then bounds the digits.
+    fraction = (
+        f"CASE ltrim(substr({col}, 21), '0123456789') "
+        f"WHEN '' THEN length({col}) BETWEEN 21 AND 29 "
+        f"WHEN 'Z' THEN length({col}) BETWEEN 22 AND 30 "
+        f"WHEN '+00:00' THEN length({col}) BETWEEN 27 AND 35 "
+        f"WHEN '-00:00' THEN length({col}) BETWEEN 27 AND 35 ELSE 0 END"
+    )
+    return (
+        f"(CASE WHEN {col} IS NULL THEN NULL WHEN typeof({col}) = 'text' "
+        f"AND {col} GLOB '{head}' "
+        f"AND substr({col}, 1, 4) <> '0000' "
+        f"AND substr({col}, 6, 2) BETWEEN '01' AND '12' AND substr({col}, 9, 2) <> '00' "
+        f"AND substr({col}, 12, 2) <= '23' "
+        f"AND (substr({col}, 9, 2) <= '28' "
+        f"OR date(substr({col}, 1, 10), '+0 days') = substr({col}, 1, 10)) "
+        f"AND (substr({col}, 20) IN ('', 'Z', '+00:00', '-00:00') "
+        f"OR (substr({col}, 20, 1) = '.' AND {fraction})) "
+        f"THEN 1 ELSE 0 END)"
+    )
+
+
+@compiles(recognised_utc_text, "postgresql")
+def _recognised_postgresql(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    return f"(CASE WHEN {col} IS NULL THEN NULL ELSE TRUE END)"
+
+
 class InstantParam(TypeDecorator):
     """Binds an :class:`Instant` (or aware datetime) as the exact microsecond bound (AC-24e)."""
 
@@ -81,6 +141,9 @@ def instant_param(name: str, value: Instant | datetime) -> sa.BindParameter:
 class _InstantComparison(ColumnElement):
     inherit_cache = True
     type = sa.Boolean()
+    # A comparison already: SQLite must not get "(…) = 1" in a WHERE, which hides the raw
+    # column bound from the planner and turns an index range into a full scan.
+    _is_implicitly_boolean = True
 
     def __init__(self, column, param, operator: str):
         self.column = column
@@ -131,6 +194,13 @@ def before(column, param: sa.BindParameter) -> ColumnElement:
 class metadata_doc(FunctionElement):  # noqa: N801
     """``metadata`` as a JSON document, with NULL / '' / 'null' / invalid text read as {} (AC-23b).
 
+    SQLite's ``json_valid`` already reads text that is not JSON as ``{}``. PostgreSQL's
+    ``::jsonb`` cast aborts the whole statement on such text instead, so the few messages
+    whose metadata it cannot parse are located (only after a statement failed, see
+    :func:`kandev_dq.queries.locate_unreadable_metadata`) and passed here as ``excluded`` ids,
+    with the table's ``id_column``: those rows read as ``{}`` too. The exclusion is compiled
+    only when the list is non-empty, so the common statement is unchanged.
+
     PostgreSQL casts once per row (``::jsonb``); read it through a subquery column so the cast
     is not repeated per extracted field.
     """
@@ -138,17 +208,85 @@ class metadata_doc(FunctionElement):  # noqa: N801
     inherit_cache = True
     type = sa.Text()
 
+    def __init__(self, column, *, id_column=None, excluded: Sequence[str] = ()):
+        excluded = tuple(excluded)
+        if excluded and id_column is None:
+            raise ValueError("excluded ids need the id column they refer to")
+        clauses = [column]
+        if excluded:
+            clauses.append(_excluded_ids(id_column, excluded))
+        super().__init__(*clauses)
+
+
+def _excluded_ids(id_column, ids: tuple[str, ...]) -> ColumnElement:
+    """``id_column`` is one of ``ids``: one array parameter on PostgreSQL, an IN list elsewhere."""
+    return _IdIn(
+        id_column, sa.bindparam("unreadable_metadata_ids", list(ids), type_=_ID_ARRAY, unique=True)
+    )
+
+
+class _IdArray(TypeDecorator):
+    """A list of ids as one parameter: a ``text[]`` on PostgreSQL, a JSON array on SQLite."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(ARRAY(sa.Text))
+        return dialect.type_descriptor(sa.Text())
+
+    def process_bind_param(self, value, dialect):
+        return list(value) if dialect.name == "postgresql" else json.dumps(list(value))
+
+
+_ID_ARRAY = _IdArray()
+
+
+class _IdIn(ColumnElement):
+    inherit_cache = True
+    type = sa.Boolean()
+
+    def __init__(self, column, param):
+        self.column = column
+        self.param = param
+
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("param", InternalTraversal.dp_clauseelement),
+    ]
+
+
+@compiles(_IdIn, "postgresql")
+def _id_in_postgresql(element, compiler, **kw):
+    col = compiler.process(element.column, **kw)
+    return f"({col} = ANY ({compiler.process(element.param, **kw)}))"
+
+
+@compiles(_IdIn, "sqlite")
+def _id_in_sqlite(element, compiler, **kw):
+    col = compiler.process(element.column, **kw)
+    param = compiler.process(element.param, **kw)
+    return f"({col} IN (SELECT value FROM json_each({param})))"
+
 
 @compiles(metadata_doc, "sqlite")
 def _doc_sqlite(element, compiler, **kw):
-    col = compiler.process(list(element.clauses)[0], **kw)
-    return f"(CASE WHEN json_valid({col}) THEN {col} ELSE '{{}}' END)"
+    clauses = list(element.clauses)
+    col = compiler.process(clauses[0], **kw)
+    valid = f"json_valid({col})"
+    if len(clauses) > 1:
+        valid = f"{valid} AND NOT {compiler.process(clauses[1], **kw)}"
+    return f"(CASE WHEN {valid} THEN {col} ELSE '{{}}' END)"
 
 
 @compiles(metadata_doc, "postgresql")
 def _doc_postgresql(element, compiler, **kw):
-    col = compiler.process(list(element.clauses)[0], **kw)
+    clauses = list(element.clauses)
+    col = compiler.process(clauses[0], **kw)
     empty = f"{col} IS NULL OR btrim({col}) IN ('', 'null')"
+    if len(clauses) > 1:
+        empty = f"{empty} OR {compiler.process(clauses[1], **kw)}"
     return f"(CASE WHEN {empty} THEN '{{}}' ELSE {col} END)::jsonb"
 
 

@@ -9,6 +9,7 @@ the next microsecond when it carries sub-microsecond digits, so that "column >= 
 from __future__ import annotations
 
 import enum
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -19,9 +20,16 @@ EXECUTION_SINCE = "subagent_context_execution_since"
 ACTIVATION_KEYS = (CAPTURE_SINCE, BACKFILL_THROUGH, EXECUTION_SINCE)
 
 _ONE_MICRO = timedelta(microseconds=1)
+#: Keys are accepted between these UTC wall-clock instants (inclusive): a day's margin inside
+#: Python's datetime range, so that rounding a key up, or widening it by a legacy second or a
+#: window of minutes, can never overflow (a key in year 1 or 9999 is malformed anyway).
+KEY_RANGE = (datetime(1, 1, 2), datetime(9999, 12, 30, 23, 59, 59))
+# re.ASCII: RFC3339 digits are ASCII; without it ``\d`` also matches e.g. Arabic-Indic digits,
+# which int() would then read as numbers.
 _KEY_PATTERN = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})T(?P<time>\d{2}:\d{2}:\d{2})"
-    r"(?:\.(?P<frac>\d{1,9}))?(?P<offset>Z|[+-]\d{2}:\d{2})"
+    r"(?:\.(?P<frac>\d{1,9}))?(?P<offset>Z|[+-]\d{2}:\d{2})",
+    re.ASCII,
 )
 
 
@@ -129,7 +137,13 @@ def parse_key(value: str) -> Instant:
             raise MalformedKey(f"offset {offset} is out of range")
         delta = timedelta(hours=hours, minutes=minutes) * (1 if offset[0] == "+" else -1)
     digits = fraction.ljust(9, "0")
-    micro = (wall - delta).replace(tzinfo=UTC, microsecond=int(digits[:6]))
+    utc_wall = wall - delta if KEY_RANGE[0] <= wall <= KEY_RANGE[1] else None
+    if utc_wall is None or not KEY_RANGE[0] <= utc_wall <= KEY_RANGE[1]:
+        raise MalformedKey(
+            f"{value!r} lies outside 0001-01-02 .. 9999-12-30, the range whose instants "
+            "kandev-dq can compare exactly"
+        )
+    micro = utc_wall.replace(tzinfo=UTC, microsecond=int(digits[:6]))
     return Instant(micro, int(digits[6:]), Precision.from_digits(len(fraction)))
 
 
@@ -142,6 +156,22 @@ def _why_malformed(value: str) -> str:
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{10,}.*", value):
         return f"{shown!r} has more than 9 fraction digits"
     return f"{shown!r} is not an RFC3339 instant (YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM))"
+
+
+#: A key value longer than this (an RFC3339 key has at most 35 characters) is shown and
+#: recorded as its head, its length and a digest, never copied whole into reports.
+KEY_DISPLAY_LIMIT = 200
+
+
+def shown_key(value: str | None) -> str | None:
+    """A key value fit to print and to record in the ledger: as stored when it is short;
+    beyond :data:`KEY_DISPLAY_LIMIT` characters (never an instant) its head, length and a
+    SHA-256 digest, so that a rewrite is still noticed (AC-24) without copying a hostile
+    multi-megabyte value into every report, result and ledger."""
+    if value is None or len(value) <= KEY_DISPLAY_LIMIT:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{value[:40]}...[{len(value)} characters, sha256 {digest}]"
 
 
 def read_key(name: str, value: str | None) -> Instant | EmptySentinel | None:
@@ -167,7 +197,8 @@ def now_instant() -> Instant:
 
 _STORED_PATTERN = re.compile(
     r"(?P<date>\d{4}-\d{2}-\d{2})[ T](?P<time>\d{2}:\d{2}:\d{2})"
-    r"(?:\.(?P<frac>\d{1,9}))?(?P<offset>Z|[+-]00:00)?"
+    r"(?:\.(?P<frac>\d{1,9}))?(?P<offset>Z|[+-]00:00)?",
+    re.ASCII,
 )
 
 
@@ -181,6 +212,25 @@ def parse_stored(value: str | datetime) -> datetime:
     micros = int((match["frac"] or "").ljust(6, "0")[:6])
     wall = datetime.fromisoformat(f"{match['date']}T{match['time']}")
     return wall.replace(microsecond=micros, tzinfo=UTC)
+
+
+def is_recognised_stored(value: object) -> bool:
+    """True when ``value`` is stored text the SQLite exact-instant construct reads exactly.
+
+    Stricter than :func:`parse_stored` (no surrounding whitespace is tolerated, because the
+    SQL construct does not strip it): the Python mirror of
+    :class:`kandev_dq.dialect.recognised_utc_text`.
+    """
+    if not isinstance(value, str):
+        return False
+    match = _STORED_PATTERN.fullmatch(value)
+    if match is None:
+        return False
+    try:
+        datetime.fromisoformat(f"{match['date']}T{match['time']}")
+    except ValueError:
+        return False
+    return True
 
 
 def go_sqlite_text(value: datetime) -> str:

@@ -15,6 +15,7 @@ from urllib.parse import unquote
 
 from sqlalchemy.engine import URL
 
+from kandev_dq.instants import shown_key
 from kandev_dq.store import without_password
 
 
@@ -40,10 +41,13 @@ class KeyLedger:
         return dict(self._load().get(identity, {}))
 
     def record(self, identity: str, keys: dict[str, str | None]) -> None:
-        """Add first sightings of present keys; a recorded value is never replaced."""
+        """Add first sightings of present keys; a recorded value is never replaced.
+
+        A value too long to be a key is recorded as :func:`~kandev_dq.instants.shown_key`
+        has it (head, length, digest): a rewrite still differs."""
         ledger = self._load()
         seen = ledger.setdefault(identity, {})
-        added = {k: v for k, v in keys.items() if v is not None and k not in seen}
+        added = {k: shown_key(v) for k, v in keys.items() if v is not None and k not in seen}
         if not added:
             return
         seen.update(added)
@@ -58,8 +62,9 @@ def changes(
     first_seen: dict[str, str], current: dict[str, str | None]
 ) -> list[dict[str, str | None]]:
     """Keys whose value differs from its first sighting, or that vanished."""
+    now = {key: shown_key(value) for key, value in current.items()}  # as record() keeps them
     return [
-        {"key": key, "first_seen": old, "now": current.get(key)}
+        {"key": key, "first_seen": old, "now": now.get(key)}
         for key, old in sorted(first_seen.items())
-        if current.get(key) != old
+        if now.get(key) != old
     ]

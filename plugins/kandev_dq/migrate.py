@@ -43,7 +43,7 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from kandev_dq import dialect, schema
+from kandev_dq import dialect, queries, schema
 from kandev_dq.errors import ExitCode
 from kandev_dq.instants import (
     ACTIVATION_KEYS,
@@ -53,6 +53,7 @@ from kandev_dq.instants import (
     Instant,
     now_instant,
     parse_stored,
+    shown_key,
 )
 from kandev_dq.observe import SubagentsShape, observe_subagents
 from kandev_dq.store import Store
@@ -214,7 +215,7 @@ def run(store: Store, *, dry_run: bool = False) -> MigrationReport:
         try:
             with _reading(conn):
                 report.shape = observe_subagents(conn)
-                report.keys = read_keys(conn)
+                report.keys = {k: shown_key(v) for k, v in read_keys(conn).items()}
         except Exception as exc:  # noqa: BLE001 - the report is best effort after a failure
             log.warning("could not observe the end state: %s", _reason(exc))
     return report
@@ -616,12 +617,30 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
             return Outcome(Status.SKIPPED, f"AC-33c: the end state does not hold: {why}")
         if keys[EXECUTION_SINCE] is None:
             return Outcome(Status.SKIPPED, f"AC-33c: {EXECUTION_SINCE} is absent")
-        high = conn.execute(backfill_through_statement(ctx.dialect)).scalar()  # MAX first
-        rows = conn.execute(backfill_statement(ctx.dialect), execution_options=_ROWCOUNT).rowcount
+        # AC-23b: metadata that is not JSON reads as {} (a message of no kind, skipped). On
+        # PostgreSQL such a row would abort the MAX: it is then located in this transaction
+        # (same snapshot) and excluded from the MAX and the INSERT alike.
+        unreadable = queries.Unreadable()
+        preflight = queries.tolerating_unreadable_metadata(  # MAX first, and what to refuse
+            conn, lambda c: c.execute(backfill_preflight_statement(ctx.dialect)).one(), unreadable
+        )
+        if preflight.unrecognised:
+            refuse_unreadable_timestamps(conn)  # names the rows and fails the step
+        high = preflight.high
+        with queries.reading_unreadable_as_empty(unreadable):
+            insert = backfill_statement(ctx.dialect)
+        rows = conn.execute(insert, execution_options=_ROWCOUNT).rowcount
         capture = now_instant()  # sampled after the INSERT completed, before the key writes
         through = backfill_through_value(high)
         wrote_capture = write_key(conn, CAPTURE_SINCE, capture.rfc3339nano())
         wrote_through = write_key(conn, BACKFILL_THROUGH, through)
+        skipped = (
+            unreadable.ids
+            if unreadable.ids is not None
+            else queries.locate_unreadable_metadata(conn)  # SQLite read them as {} silently
+            if ctx.dialect == "sqlite" and preflight.unreadable
+            else ()  # PostgreSQL parsed every document without an error: there are none
+        )
     written = {CAPTURE_SINCE: wrote_capture, BACKFILL_THROUGH: wrote_through}
     parts = [f"inserted {rows} row(s)"]
     parts += [f"{'wrote' if w else 'kept existing'} {k}" for k, w in written.items()]
@@ -631,7 +650,59 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
         "backfill_through": through,
         "written": written,
     }
+    if skipped:
+        shown = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        parts.append(
+            f"{len(skipped)} message(s) with metadata that is not JSON read as {{}} and "
+            f"skipped (AC-23b): {shown}"
+        )
+        detail["unreadable_metadata"] = {"count": len(skipped), "ids": list(skipped[:20])}
+        log.warning(
+            "backfill: %d message(s) hold metadata that is not JSON; read as {} and skipped "
+            "(AC-23b): %s",
+            len(skipped),
+            shown,
+        )
     return Outcome(Status.DONE, "; ".join(parts), detail)
+
+
+def refuse_unreadable_timestamps(conn: sa.Connection) -> None:
+    """SQLite: refuse to backfill from a qualifying message whose created_at or updated_at is
+    text the exact-instant construct cannot read (``30/07/2026``, a ``+02:00`` offset, …).
+
+    Such a value would be copied into ``observed_at`` / ``settled_at`` and could not yield an
+    exact ``backfill_through`` (AC-24 point 1, AC-24e), so the step fails naming the rows, no
+    key is written (AC-24a) and the next run retries once they are fixed. PostgreSQL columns
+    hold typed values: nothing to check.
+    """
+    if conn.dialect.name != "sqlite":
+        return
+    msg = _messages()
+    tool_call_id = dialect.json_text(msg.c.doc, "tool_call_id")
+    unreadable = sa.or_(
+        sa.not_(dialect.recognised_utc_text(msg.c.created_at)),
+        sa.not_(dialect.recognised_utc_text(msg.c.updated_at)),
+    )
+    stmt = (
+        sa.select(
+            msg.c.id,
+            sa.cast(msg.c.created_at, sa.Text).label("created_at"),
+            sa.cast(msg.c.updated_at, sa.Text).label("updated_at"),
+        )
+        .where(_predicate(msg, tool_call_id), unreadable)
+        .order_by(msg.c.id)
+    )
+    count, sample = queries.count_and_sample(conn, stmt, limit=3)
+    if count:
+        shown = "; ".join(
+            f"id {row['id']!r} created_at {str(row['created_at'])[:40]!r} "
+            f"updated_at {str(row['updated_at'])[:40]!r}"
+            for row in sample
+        )
+        raise MigrationError(
+            f"{count} qualifying message(s) hold a timestamp in no recognised UTC text form "
+            f"(e.g. {shown}); fix them and run again"
+        )
 
 
 def backfill_through_value(high: str | datetime | None) -> str:
@@ -679,7 +750,7 @@ def _messages() -> sa.Subquery:
         m.c.turn_id,
         m.c.created_at,
         m.c.updated_at,
-        dialect.metadata_doc(m.c.metadata).label("doc"),
+        queries.message_doc(m).label("doc"),
     )
     # A literal suffix rather than .offset(0), which SQLAlchemy renders as "LIMIT ALL OFFSET".
     return select.suffix_with("OFFSET 0", dialect="postgresql").subquery("msg")
@@ -807,6 +878,55 @@ def backfill_statement(dialect_name: str):
     return stmt.on_conflict_do_nothing(index_elements=[t.c[c] for c in schema.AMENDED_UNIQUE])
 
 
+def backfill_preflight_statement(dialect_name: str) -> sa.Select:
+    """The backfill's one read of the messages before its INSERT (one scan, one parse each).
+
+    ``high``: MAX(created_at) over AC-21's source predicate, as :func:`backfill_through_statement`
+    reads it (AC-24 point 1). SQLite only (0 on PostgreSQL, whose columns are typed and whose
+    unparsable metadata aborts the statement instead): ``unrecognised``, the qualifying
+    messages :func:`refuse_unreadable_timestamps` refuses, and ``unreadable``, the messages
+    whose metadata is not JSON (:func:`kandev_dq.queries.locate_unreadable_metadata` names
+    them only when there are any). The predicate is evaluated once per message, in a subquery
+    that neither dialect flattens (``OFFSET 0``): SQLite would otherwise repeat its JSON
+    reads for every aggregate that tests it.
+    """
+    m = schema.task_session_messages
+    sqlite = dialect_name == "sqlite"
+    read = sa.select(
+        m.c.id,
+        m.c.task_session_id,
+        m.c.task_id,
+        m.c.created_at,
+        m.c.updated_at,
+        queries.message_doc(m).label("doc"),
+    )
+    if sqlite:
+        read = read.add_columns(queries.unreadable_sqlite(m.c.metadata).label("unreadable"))
+    msg = read.suffix_with("OFFSET 0", dialect="postgresql").subquery("msg")
+    source = _predicate(msg, dialect.json_text(msg.c.doc, "tool_call_id"))
+    flagged = sa.select(
+        sa.case((source, 1), else_=0).label("source"),
+        msg.c.created_at,
+        msg.c.updated_at,
+        *([msg.c.unreadable] if sqlite else []),
+    )
+    f = flagged.offset(0).subquery("flagged").c
+
+    def total(condition) -> sa.ColumnElement:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    zero = sa.literal(0)
+    unrecognised = sa.or_(
+        sa.not_(dialect.recognised_utc_text(f.created_at)),
+        sa.not_(dialect.recognised_utc_text(f.updated_at)),
+    )
+    return sa.select(
+        sa.func.max(sa.case((f.source == 1, dialect.utc_instant(f.created_at)))).label("high"),
+        (total(sa.and_(f.source == 1, unrecognised)) if sqlite else zero).label("unrecognised"),
+        (total(f.unreadable == 1) if sqlite else zero).label("unreadable"),
+    )
+
+
 def backfill_through_statement(dialect_name: str) -> sa.Select:
     """MAX(created_at) over AC-21's source predicate, as an exact instant (AC-24 point 1)."""
     msg = _messages()
@@ -855,12 +975,20 @@ def _plan(store: Store, report: MigrationReport) -> None:
         has_meta = sa.inspect(conn).has_table(schema.kandev_meta.name)
         shape = observe_subagents(conn)
         keys = read_keys(conn)
-        report.shape, report.keys = shape, keys
-        qualifying = _qualifying_count_statement(store.dialect)
-        report.qualifying_messages = conn.execute(qualifying).scalar_one()
+        report.shape, report.keys = shape, {k: shown_key(v) for k, v in keys.items()}
+        unreadable = queries.Unreadable()  # AC-23b, as the backfill itself reads them
+        report.qualifying_messages = queries.tolerating_unreadable_metadata(
+            conn,
+            lambda c: c.execute(_qualifying_count_statement(store.dialect)).scalar_one(),
+            unreadable,
+        )
         backfill_due = keys[CAPTURE_SINCE] is None or keys[BACKFILL_THROUGH] is None
         report.backfill_rows = (
-            conn.execute(_would_insert_statement(store.dialect, shape)).scalar_one()
+            queries.tolerating_unreadable_metadata(
+                conn,
+                lambda c: c.execute(_would_insert_statement(store.dialect, shape)).scalar_one(),
+                unreadable,
+            )
             if backfill_due
             else 0
         )

@@ -51,6 +51,7 @@ def _activation_suite() -> list:
 
 def _writer_health_suite() -> list:
     from kandev_dq.expectations import health as h
+    from kandev_dq.expectations import stored_text as t
 
     return [
         h.ExpectNoWriterShortfallSinceCaptureSince.at_default_severity(),
@@ -58,11 +59,13 @@ def _writer_health_suite() -> list:
         h.ExpectSubagentActivitySinceCaptureSince.at_default_severity(),
         h.ExpectNoWriterExcessSinceCaptureSince.at_default_severity(),
         h.ExpectNoCrossExecutionCollisionsSinceCaptureSince.at_default_severity(),
+        t.ExpectMessageMetadataToBeJson.at_default_severity(),
     ]
 
 
 def _rows_suite() -> list:
     from kandev_dq.expectations import rows as r
+    from kandev_dq.expectations import stored_text as t
 
     return [
         r.ExpectSubagentRowsToHaveIdentity.at_default_severity(),
@@ -82,6 +85,7 @@ def _rows_suite() -> list:
         r.ExpectIsAsyncToBeZeroOrOne.at_default_severity(),
         r.ExpectSubagentRowsWhenQualifyingMessagesExist.at_default_severity(),
         r.ExpectCompletedRowsToReportMetrics.at_default_severity(),
+        t.ExpectTimestampsInRecognisedUtcForm.at_default_severity(),
     ]
 
 

@@ -2,43 +2,249 @@
 
 The subagent-message reading of ``task_session_messages`` (CONTRACT §1, §4) is written once
 here: its JSON fields, the AC-21 source predicate, and capped samples of offending rows.
+
+**Metadata PostgreSQL cannot parse** (AC-23b). SQLite reads text that is not JSON as ``{}``
+(``json_valid``); PostgreSQL's ``::jsonb`` aborts the whole statement on the first such row.
+Rather than validating every document up front (a second pass over every message on every
+run), a statement is simply run; only when it fails with PostgreSQL's JSON input error are
+the offending messages located (:func:`locate_unreadable_metadata`: bisection over id ranges,
+each probe in a SAVEPOINT of the same transaction, so in the same snapshot) and the statement
+run again with those ids read as ``{}`` (:func:`message_doc`). Both dialects then read the same
+rows the same way: as messages of no kind, skipped like any non-subagent message.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from kandev_dq.dialect import json_flag, json_number, json_text, metadata_doc
+from kandev_dq.dialect import at_or_after, json_flag, json_number, json_text, metadata_doc
 from kandev_dq.instants import parse_stored
 from kandev_dq.schema import task_session_messages as messages
+
+log = logging.getLogger("kandev_dq.queries")
+T = TypeVar("T")
 
 SAMPLE_LIMIT = 20
 SUBAGENT_KIND = "subagent_task"
 _TASK = ("normalized", "subagent_task")
 
 
-def subagent_messages(name: str = "subagent_messages") -> sa.Subquery:
+# --- metadata PostgreSQL cannot parse (AC-23b) ---------------------------------------------------
+
+#: PostgreSQL's errors for JSON text it cannot read: invalid input syntax (``{bad``, ``{"a":}``,
+#: a lone surrogate escape), an escape it cannot store (``\u0000``) and a number beyond
+#: ``numeric`` (``1e999999``). Only a probe of the metadata alone decides that a row is
+#: unreadable, so another error with one of these codes is re-raised once nothing is found.
+UNREADABLE_SQLSTATES = frozenset({"22P02", "22P05", "22003"})
+#: Below this many rows a failing id range is probed row by row instead of halved again.
+_PROBE_ROWS = 8
+
+
+@dataclass
+class Unreadable:
+    """The messages of one snapshot whose metadata PostgreSQL cannot parse as JSON.
+
+    ``ids`` is None until they have been looked for (nothing is excluded then), and a tuple
+    (possibly empty) once they have: located once per snapshot, reused by every later read.
+    """
+
+    ids: tuple[str, ...] | None = None
+
+
+_UNREADABLE: ContextVar[Unreadable | None] = ContextVar("kandev_dq_unreadable", default=None)
+
+
+def current_unreadable() -> Unreadable | None:
+    return _UNREADABLE.get()
+
+
+def every_document_parsed(conn: sa.Connection) -> None:
+    """Record that a statement just parsed every message's metadata without an error.
+
+    On PostgreSQL that proves this snapshot holds no metadata ``::jsonb`` rejects (the
+    statement would have failed and the ids been located), so later reads of the run need
+    not look for them again (a second parse of every message). Call it only after a statement
+    whose metadata subquery reads the whole table, never a window of it.
+    """
+    found = _UNREADABLE.get()
+    if conn.dialect.name == "postgresql" and found is not None and found.ids is None:
+        found.ids = ()
+
+
+@contextmanager
+def reading_unreadable_as_empty(found: Unreadable) -> Iterator[Unreadable]:
+    """Every :func:`message_doc` built in this block reads ``found.ids`` as ``{}``."""
+    token = _UNREADABLE.set(found)
+    try:
+        yield found
+    finally:
+        _UNREADABLE.reset(token)
+
+
+def message_doc(table=messages) -> sa.ColumnElement:
+    """A message's metadata document (AC-23b), reading the located unreadable ids as ``{}``.
+
+    The ids are those of the enclosing :func:`reading_unreadable_as_empty` block when the
+    statement is *built*: build statements inside the ``compute`` function given to
+    :func:`tolerating_unreadable_metadata`, never before it.
+    """
+    found = _UNREADABLE.get()
+    excluded = found.ids if found is not None and found.ids else ()
+    return metadata_doc(table.c.metadata, id_column=table.c.id, excluded=excluded)
+
+
+def is_unreadable_json(exc: BaseException) -> bool:
+    """True for the errors PostgreSQL raises on metadata text ``::jsonb`` cannot read."""
+    orig = getattr(exc, "orig", None)
+    return getattr(orig, "sqlstate", None) in UNREADABLE_SQLSTATES
+
+
+def unreadable_sqlite(column) -> sa.ColumnElement:
+    """SQLite: the text that ``metadata_doc`` reads as ``{}`` although it is neither NULL nor
+    blank: exactly the rows PostgreSQL's ``::jsonb`` rejects (``'null'`` is valid JSON).
+    ``json_valid`` comes first: SQLite stops at it for valid documents, so ``trim`` runs only
+    on the rare others instead of copying every message's metadata."""
+    return sa.and_(
+        sa.not_(sa.func.json_valid(column)),
+        column.is_not(None),
+        sa.func.trim(column) != "",
+    )
+
+
+@contextmanager
+def _savepoint(conn: sa.Connection, name: str) -> Iterator[None]:
+    """A raw SAVEPOINT (works in the pinned snapshot and in the runner's transactions alike);
+    rolled back, and released, when the block raises."""
+    conn.exec_driver_sql(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {name}")
+        conn.exec_driver_sql(f"RELEASE SAVEPOINT {name}")
+        raise
+    conn.exec_driver_sql(f"RELEASE SAVEPOINT {name}")
+
+
+def locate_unreadable_metadata(conn: sa.Connection) -> tuple[str, ...]:
+    """Ids of messages whose metadata text this dialect cannot read as JSON, in id order.
+
+    SQLite: one statement (``json_valid``). PostgreSQL: one statement parses every document;
+    only when it fails is the id space halved, range by range, each probe in its own
+    SAVEPOINT of the caller's transaction (so every probe reads the caller's snapshot; no
+    write, so a read-only transaction is enough). A range of a few rows is probed row by row.
+    """
+    m = messages
+    if conn.dialect.name != "postgresql":
+        stmt = sa.select(m.c.id).where(unreadable_sqlite(m.c.metadata)).order_by(m.c.id)
+        return tuple(conn.scalars(stmt))
+
+    def readable(where: sa.ColumnElement) -> bool:
+        probe = sa.select(sa.func.count(metadata_doc(m.c.metadata))).where(where)
+        try:
+            with _savepoint(conn, "kandev_dq_probe"):
+                conn.execute(probe)
+        except sa.exc.DBAPIError as exc:
+            if not is_unreadable_json(exc):
+                raise
+            return False
+        return True
+
+    def in_range(low: str | None, high: str | None) -> sa.ColumnElement:
+        parts = []
+        if low is not None:
+            parts.append(m.c.id >= low)
+        if high is not None:
+            parts.append(m.c.id < high)
+        return sa.and_(sa.true(), *parts)
+
+    found: list[str] = []
+    pending: list[tuple[str | None, str | None]] = [(None, None)]
+    while pending:
+        low, high = pending.pop()
+        where = in_range(low, high)
+        if readable(where):
+            continue
+        rows = conn.execute(sa.select(sa.func.count()).where(where)).scalar_one()
+        middle = None
+        if rows > _PROBE_ROWS:
+            middle = conn.execute(
+                sa.select(m.c.id).where(where).order_by(m.c.id).offset(rows // 2).limit(1)
+            ).scalar()
+        if middle is None or middle == low:  # a few rows (or ids that do not split): one by one
+            ids = conn.scalars(sa.select(m.c.id).where(where).order_by(m.c.id).distinct())
+            found.extend(i for i in ids if not readable(m.c.id == i))
+            continue
+        pending.append((middle, high))
+        pending.append((low, middle))
+    return tuple(sorted(set(found)))
+
+
+def tolerating_unreadable_metadata(
+    conn: sa.Connection, compute: Callable[[sa.Connection], T], found: Unreadable | None = None
+) -> T:
+    """``compute(conn)`` with every message metadata PostgreSQL cannot parse read as ``{}``.
+
+    The common path is the statement as it is (plus a SAVEPOINT on PostgreSQL, no extra
+    scan). When it fails with PostgreSQL's JSON input error, the offending ids are located in
+    the same transaction and ``compute`` runs once more with them excluded; ``found`` keeps
+    them for the next reads of the same snapshot. Any other error propagates unchanged.
+    """
+    found = found if found is not None else Unreadable()
+    with reading_unreadable_as_empty(found):
+        if conn.dialect.name != "postgresql" or found.ids is not None:
+            return compute(conn)
+        try:
+            with _savepoint(conn, "kandev_dq_attempt"):
+                return compute(conn)
+        except sa.exc.DBAPIError as exc:
+            if not is_unreadable_json(exc):
+                raise
+            failure = exc
+        found.ids = locate_unreadable_metadata(conn)
+        if not found.ids:
+            raise failure
+        log.info(
+            "%d message(s) hold metadata that is not JSON; read as {} (AC-23b): %s",
+            len(found.ids),
+            ", ".join(found.ids[:5]) + (" ..." if len(found.ids) > 5 else ""),
+        )
+        return compute(conn)
+
+
+# --- the subagent messages -------------------------------------------------------------------
+
+
+def subagent_messages(
+    name: str = "subagent_messages", *, since: sa.BindParameter | None = None
+) -> sa.Subquery:
     """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b).
 
     The document is read once per row in an inner subquery (``OFFSET 0`` keeps PostgreSQL
-    from flattening it and casting ``::jsonb`` once per field).
+    from flattening it and casting ``::jsonb`` once per field). That fence also keeps both
+    dialects from pushing an outer ``created_at`` filter into it, so a window is given here:
+    with ``since`` (a bound instant) only messages created at/after it are read, through the
+    created_at index, and only their documents are parsed (exact boundary, AC-24e).
     """
-    docs = (
-        sa.select(
-            messages.c.id,
-            messages.c.task_session_id,
-            messages.c.task_id,
-            messages.c.turn_id,
-            messages.c.created_at,
-            messages.c.updated_at,
-            metadata_doc(messages.c.metadata).label("doc"),
-        )
-        .offset(0)
-        .subquery(f"{name}_docs")
+    read = sa.select(
+        messages.c.id,
+        messages.c.task_session_id,
+        messages.c.task_id,
+        messages.c.turn_id,
+        messages.c.created_at,
+        messages.c.updated_at,
+        message_doc(messages).label("doc"),
     )
+    if since is not None:
+        read = read.where(at_or_after(messages.c.created_at, since))
+    docs = read.offset(0).subquery(f"{name}_docs")
     doc = docs.c.doc
     return (
         sa.select(
@@ -97,9 +303,16 @@ def count_and_sample(
 ) -> tuple[int, list[dict[str, Any]]]:
     """How many rows ``stmt`` yields, and the first ``limit`` of them (never all of them)."""
     count = conn.execute(
-        sa.select(sa.func.count()).select_from(stmt.subquery("offending"))
-    ).scalar_one()
+        sa.select(sa.func.count()).select_from(stmt.order_by(None).subquery("offending"))
+    ).scalar_one()  # counted unordered: the order only picks the sample
     if not count:
         return 0, []
+    return count, sample_of(conn, stmt, limit)
+
+
+def sample_of(
+    conn: sa.Connection, stmt: sa.Select, limit: int = SAMPLE_LIMIT
+) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of ``stmt``, JSON-safe (for a count already read elsewhere)."""
     rows = conn.execute(stmt.limit(limit)).mappings()
-    return count, [{k: display(v) for k, v in row.items()} for row in rows]
+    return [{k: display(v) for k, v in row.items()} for row in rows]

@@ -7,6 +7,11 @@ a checkpoint; every kandev-dq fact is read through :func:`facts_for`, which uses
 connection when the execution engine points at the pinned store, and caches each family of
 facts for the run so that suites of one checkpoint share both the snapshot and the scan.
 Run directly through GX (no pin), each family of facts still reads within one transaction.
+
+Metadata PostgreSQL cannot parse as JSON would abort a family's statements (SQLite reads it as
+``{}``): the first family to meet it locates those messages inside the snapshot and the run
+reads them as ``{}`` from then on (:func:`kandev_dq.queries.tolerating_unreadable_metadata`,
+AC-23b); the metadata rule reports them.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from kandev_dq.queries import Unreadable, tolerating_unreadable_metadata
+from kandev_dq.store import tolerate_bad_utf8
+
 Facts = dict[str, Any]
 
 
@@ -33,6 +41,8 @@ class RunContext:
     store_identity: str
     ledger_path: Path | None = None
     cache: dict[str, Facts] = field(default_factory=dict)
+    #: Messages whose metadata PostgreSQL cannot parse, once a family has located them.
+    unreadable: Unreadable = field(default_factory=Unreadable)
 
 
 _current: ContextVar[RunContext | None] = ContextVar("kandev_dq_run", default=None)
@@ -54,6 +64,8 @@ def begin_snapshot(conn: sa.Connection) -> None:
 def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
     """A connection inside one consistent read-only transaction, rolled back afterwards."""
     with engine.connect() as raw:
+        if raw.dialect.name == "sqlite":  # also GX's own engine, when a suite runs unpinned
+            tolerate_bad_utf8(raw.connection.driver_connection)
         conn = raw.execution_options(isolation_level="AUTOCOMMIT")
         begin_snapshot(conn)
         try:
@@ -82,18 +94,20 @@ def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection],
     run = current_run()
     if run is not None and engine.url.render_as_string(hide_password=False) == run.gx_url:
         if family not in run.cache:
-            run.cache[family] = _guarded(run.connection, compute)
+            run.cache[family] = _guarded(run.connection, compute, run.unreadable)
         return run.cache[family]
     with read_snapshot(engine) as conn:
-        return compute(conn)
+        return tolerating_unreadable_metadata(conn, compute)
 
 
-def _guarded(conn: sa.Connection, compute: Callable[[sa.Connection], Facts]) -> Facts:
+def _guarded(
+    conn: sa.Connection, compute: Callable[[sa.Connection], Facts], unreadable: Unreadable
+) -> Facts:
     """Compute inside a savepoint: on PostgreSQL a failed statement would otherwise abort the
     pinned transaction and every later family of facts with it (same snapshot either way)."""
     conn.exec_driver_sql("SAVEPOINT kandev_dq_facts")
     try:
-        facts = compute(conn)
+        facts = tolerating_unreadable_metadata(conn, compute, unreadable)
     except BaseException:
         conn.exec_driver_sql("ROLLBACK TO SAVEPOINT kandev_dq_facts")
         raise

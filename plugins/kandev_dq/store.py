@@ -8,6 +8,7 @@ reads every fact of a run inside one snapshot. Anything that prevents a run is a
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,13 @@ from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.errors import StoreError
 
-KANDEV_TABLES = ("task_session_messages", "kandev_meta")
+#: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
+KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
+#: How long opening (or reading) a SQLite store waits for another process's lock.
+BUSY_TIMEOUT_S = 5.0
+#: ``scheme://user:password@`` in text that is not a parsable URL (the last resort of redact).
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
 
 
 def resolve_url(target: str) -> URL:
@@ -28,7 +34,7 @@ def resolve_url(target: str) -> URL:
         return URL.create("sqlite", database=str(Path(target).expanduser().resolve()))
     try:
         url = make_url(target)
-    except sa.exc.ArgumentError:
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
         raise StoreError(f"not a database URL: {redact(target)}") from None
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
@@ -43,15 +49,31 @@ def redact(text: str) -> str:
     """A URL (or any text holding one) without its password."""
     try:
         url = make_url(text)
-    except Exception:  # noqa: BLE001 - not a URL: nothing we can parse out of it
-        return text
-    return without_password(url).render_as_string(hide_password=False) if url.password else text
+    except Exception:  # noqa: BLE001 - not a parsable URL: strip any user:password@ in it
+        return _USERINFO.sub(r"\g<head>@", text)
+    if url.password or "password" in url.query:
+        return without_password(url).render_as_string(hide_password=False)
+    return _USERINFO.sub(r"\g<head>@", text)
 
 
 def without_password(url: URL) -> URL:
     """The URL with its password removed, also a ``password=`` query parameter (libpq reads
     one there). ``URL.set(password=None)`` cannot do this: it ignores None."""
     return url._replace(password=None).difference_update_query(["password"])
+
+
+def tolerate_bad_utf8(dbapi_connection) -> None:
+    """SQLite: read text that is not valid UTF-8 with U+FFFD in place of the bad bytes.
+
+    SQLite stores whatever bytes it is given as TEXT (``CAST(x'ff' AS TEXT)``); Python's
+    sqlite3 would raise on fetching them and abort the whole family of facts. The rules
+    compare values inside SQL (on the raw bytes), so only what is shown is affected.
+    """
+    dbapi_connection.text_factory = _decode_text
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 @dataclass
@@ -93,9 +115,10 @@ def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
 
     def connect() -> sqlite3.Connection:
         conn = sqlite3.connect(
-            uri, uri=True, timeout=5.0, isolation_level=None, check_same_thread=False
+            uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA foreign_keys = ON")
+        tolerate_bad_utf8(conn)
         return conn
 
     return sa.create_engine("sqlite://", creator=connect)
@@ -170,10 +193,19 @@ def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
         return f"cannot open {where}: the database does not exist"
     if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
         return f"cannot reach {where}: the server is not accepting connections"
+    if getattr(exc.orig, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+        return (
+            f"cannot read {where}: a writer crashed mid-transaction and left a hot journal that "
+            "a read-only open cannot roll back; open the store once read-write (restart Kandev, "
+            "or run `sqlite3 FILE 'PRAGMA quick_check'`) and run again"
+        )
     if "file is not a database" in lowered:
         return f"cannot open {where}: the file is not a SQLite database"
     if "unable to open database" in lowered:
         return f"cannot open {where}: SQLite cannot open the file"
     if "locked" in lowered or "busy" in lowered:
-        return f"cannot read {where}: the database is locked by another process"
+        return (
+            f"cannot read {where}: the database is locked by another process "
+            f"(waited {BUSY_TIMEOUT_S:.0f} s)"
+        )
     return f"cannot open {where}: {detail}"

@@ -11,4 +11,5 @@ from kandev_dq.expectations import (
     health,  # noqa: F401
     rows,  # noqa: F401
     schema,  # noqa: F401
+    stored_text,  # noqa: F401
 )

@@ -4,6 +4,7 @@ sentinel and microsecond boundary, plus the AC-25 disclosure a consumer needs.""
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -20,12 +21,14 @@ from kandev_dq.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
+    Instant,
     Precision,
     parse_key,
 )
 from kandev_dq.ledger import KeyLedger, changes, store_identity
 from kandev_dq.snapshot import current_run
 
+_ONE_SECOND = timedelta(seconds=1)
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
@@ -214,9 +217,11 @@ class ExpectActivationKeysToBeWellFormed(_ActivationExpectation):
 def _second_precision_keys(facts: dict[str, Any]) -> tuple[list[str], list[str]]:
     """Second-precision keys split into (written by the amended build, legacy).
 
-    Amendment 1 writes execution_since before the backfill runs (AC-33c), so a backfill key at
-    or after execution_since was written by a build that must write RFC3339Nano (AC-24 point
-    3); one before it (or with no execution_since) is the pre-amendment build's (point 5).
+    Amendment 1 writes execution_since before the backfill runs (AC-33c), so a backfill key
+    whose second reaches execution_since (key + 1 s > execution_since: truncation moved it at
+    most one second back) was written by a build that must write RFC3339Nano (AC-24 point 3).
+    One wholly before it (or with no execution_since) is the pre-amendment build's (point 5):
+    an upgrade and a restart lie between the two builds' writes.
     """
     described = facts["described"]
     execution = described[EXECUTION_SINCE]
@@ -225,7 +230,8 @@ def _second_precision_keys(facts: dict[str, Any]) -> tuple[list[str], list[str]]
     for name, d in described.items():
         if d["kind"] != "instant" or d["precision"] != Precision.SECOND:
             continue
-        written_after = execution_at is not None and parse_key(d["raw"]) >= execution_at
+        key = parse_key(d["raw"])
+        written_after = execution_at is not None and Instant(key.micro + _ONE_SECOND) > execution_at
         (amended if name == EXECUTION_SINCE or written_after else legacy).append(name)
     return amended, legacy
 

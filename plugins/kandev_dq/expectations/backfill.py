@@ -43,9 +43,10 @@ class ExpectBackfillReconciliationNotVacuous(_BackfillExpectation):
     """The reconciliation compared something, or says why not.
 
     Fails when ``task_session_subagents`` cannot be read (absent, or lacking a column the
-    mapping fills), or when qualifying messages exist but no backfill row does: then every
-    field rule of this suite passes vacuously (whether the keys are covered at all is the
-    activation coverage rule's question). Its observed value discloses how many rows were
+    mapping fills), or when qualifying messages created before capture_since (the only ones
+    the backfill maps; later ones are the live writer's) exist but no backfill row does: then
+    every field rule of this suite passes vacuously (whether the keys are covered at all is
+    the activation coverage rule's question). Its observed value discloses how many rows were
     compared in full and how many drifted rows on their write-once fields only.
     """
 

@@ -25,7 +25,14 @@ from kandev_dq.instants import (
     read_key,
 )
 from kandev_dq.observe import observe_subagents
-from kandev_dq.queries import count_and_sample, display, qualifies, subagent_messages
+from kandev_dq.queries import (
+    count_and_sample,
+    display,
+    every_document_parsed,
+    qualifies,
+    sample_of,
+    subagent_messages,
+)
 from kandev_dq.schema import UNKNOWN_EXECUTION, kandev_meta, subagents
 
 STATES = ("fully_activated", "capture_only", "execution_only", "not_activated")
@@ -108,39 +115,60 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
     through = _instant(BACKFILL_THROUGH, keys[BACKFILL_THROUGH])
     rows = subagents.c
     row_cols = [rows.id, rows.task_session_id, rows.tool_call_id, rows.source, rows.observed_at]
-    facts["backfill_rows"] = conn.execute(
-        sa.select(sa.func.count()).where(rows.source == "backfill")
-    ).scalar_one()
+    is_backfill = rows.source == "backfill"
 
+    def total(condition) -> sa.ColumnElement:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    # Every count in ONE statement (one scan of the rows, one read of the messages); a capped
+    # sample is read afterwards only for a non-zero count.
+    counts = [total(is_backfill).label("backfill_rows")]
+    samples: dict[str, sa.Select] = {}
     if capture is not None:
         # AC-24 point 4: every backfilled message predates capture_since (sampled after INSERT).
         bound = instant_param("capture_since", _next_micro(_latest_possible(capture)))
-        late = sa.select(*row_cols).where(
-            rows.source == "backfill", at_or_after(rows.observed_at, bound)
+        late = sa.and_(is_backfill, at_or_after(rows.observed_at, bound))
+        counts.append(total(late).label("backfill_after_capture"))
+        samples["backfill_after_capture"] = (
+            sa.select(*row_cols).where(late).order_by(rows.observed_at, rows.id)
         )
-        facts["backfill_after_capture"] = _counted(conn, late.order_by(rows.observed_at, rows.id))
-
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
         sm = subagent_messages()
         covered_until = instant_param("backfill_through", _next_micro(through))
+        covering = subagents.alias("covering")  # never correlated with the outer scan
         has_row = (
             sa.select(sa.literal(1))
             .where(
-                rows.task_session_id == sm.c.task_session_id, rows.tool_call_id == sm.c.tool_call_id
+                covering.c.task_session_id == sm.c.task_session_id,
+                covering.c.tool_call_id == sm.c.tool_call_id,
             )
             .exists()
         )
         uncovered = sa.select(
             sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at
         ).where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
-        facts["uncovered_messages"] = _counted(conn, uncovered.order_by(sm.c.created_at, sm.c.id))
+        counts.append(
+            sa.select(sa.func.count())
+            .select_from(uncovered.subquery("uncovered"))
+            .scalar_subquery()
+            .label("uncovered_messages")
+        )
+        samples["uncovered_messages"] = uncovered.order_by(sm.c.created_at, sm.c.id)
         # An under-claim (rows past the published mark) is disclosed, never an error.
         past = instant_param("through_latest", _next_micro(_latest_possible(through)))
-        under = sa.select(*row_cols).where(
-            rows.source == "backfill", at_or_after(rows.observed_at, past)
+        under = sa.and_(is_backfill, at_or_after(rows.observed_at, past))
+        counts.append(total(under).label("backfill_after_through"))
+        samples["backfill_after_through"] = (
+            sa.select(*row_cols).where(under).order_by(rows.observed_at, rows.id)
         )
-        facts["backfill_after_through"] = _counted(conn, under.order_by(rows.observed_at, rows.id))
+    found = conn.execute(sa.select(*counts).select_from(subagents)).mappings().one()
+    if through is not None:
+        every_document_parsed(conn)  # the coverage count read every message's metadata
+    facts["backfill_rows"] = int(found["backfill_rows"])
+    for name, stmt in samples.items():
+        count = int(found[name])
+        facts[name] = {"count": count, "sample": sample_of(conn, stmt) if count else []}
     return facts
 
 

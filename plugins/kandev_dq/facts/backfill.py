@@ -31,11 +31,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq import migrate, schema
-from kandev_dq.dialect import at_or_after, instant_param, utc_instant
+from kandev_dq.dialect import at_or_after, before, instant_param, utc_instant
 from kandev_dq.facts.activation import read_keys
 from kandev_dq.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.observe import EXECUTION_COLUMN, observe_subagents
-from kandev_dq.queries import count_and_sample, qualifies, subagent_messages
+from kandev_dq.queries import count_and_sample, every_document_parsed, qualifies, subagent_messages
 
 #: The field families, each judged by one rule.
 FAMILIES = (
@@ -100,7 +100,18 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
     b = table.c
     unknown = sa.literal(schema.UNKNOWN_EXECUTION, sa.Text)
     execution = b[EXECUTION_COLUMN] if shape.has_execution_column else unknown
-    expected = migrate.backfill_select(conn.dialect.name).subquery("expected")
+    # The backfill maps only messages created before capture_since (sampled after its INSERT);
+    # later ones are the live writer's, so a fresh install with live traffic maps nothing. How
+    # many it maps rides on every expected row (a window over the whole set), so the counting
+    # statement reads the messages once. (A CTE read twice would be materialised, and
+    # PostgreSQL, misjudging how many rows its JSON filter keeps, loops over it per row.)
+    mapping = migrate.backfill_select(conn.dialect.name).subquery("mapping")
+    if capture is not None:
+        maps = before(mapping.c.observed_at, instant_param("mapped_before", capture))
+    else:
+        maps = sa.true()
+    mapped_total = sa.func.sum(sa.case((maps, 1), else_=0)).over()
+    expected = sa.select(mapping, mapped_total.label("mapped_total")).subquery("expected")
     e = expected.c
     joined = table.outerjoin(
         expected,
@@ -203,6 +214,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
 
     counts_stmt = (
         sa.select(
+            sa.func.max(e.mapped_total).label("expected_rows"),
             total(is_backfill).label("backfill_rows"),
             total(matched).label("matched_rows"),
             total(sa.and_(matched, drifted)).label("drifted_rows"),
@@ -212,7 +224,13 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         .where(sa.or_(is_backfill, relabel_candidate))
     )
     counts = conn.execute(counts_stmt).mappings().one()
-    expected_rows = conn.execute(sa.select(sa.func.count()).select_from(expected)).scalar_one()
+    every_document_parsed(conn)  # the mapping read every message's metadata
+    expected_rows = counts["expected_rows"]
+    if expected_rows is None:  # no row met an expected one: count the mapping on its own
+        expected_rows = conn.execute(
+            sa.select(sa.func.count()).select_from(mapping).where(maps)
+        ).scalar_one()
+    expected_rows = int(expected_rows)
 
     key = (b.id.label("row_id"), b.task_session_id, b.tool_call_id, e.id.label("message_id"))
 

@@ -14,6 +14,15 @@ instant (AC-24e, AC-28). Two *directed* set differences over distinct
 Rows minus distinct keys among rows at/after ``:since`` (cross-execution collisions, AC-32) are
 reported on their own. ``MAX(observed_at)`` is read over rows at/after ``:since`` only (AC-29).
 Without a usable capture_since nothing is compared (AC-28a); the reason is the fact.
+
+**How it reads.** The messages at/after ``:since`` are read through the created_at index and
+their documents parsed once (:func:`kandev_dq.queries.subagent_messages` with ``since``); the
+rows at/after ``:since`` are read once. Both key sets are stacked (``UNION ALL``) and grouped by
+key into one *ledger* saying, per key, on which side(s) it appears. Every count above comes
+from one aggregate over that ledger: ONE statement for both sides and both differences, whose
+cost is a sort of the window, whatever the planner believes about the window's size (a join
+planned for one estimated row would compare every message key with every row key). Capped
+samples are read from the same ledger only for a non-zero count.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from kandev_dq.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.facts.activation import read_keys
 from kandev_dq.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.observe import observe_subagents
-from kandev_dq.queries import count_and_sample, display, qualifies, subagent_messages
+from kandev_dq.queries import display, qualifies, sample_of, subagent_messages
 from kandev_dq.schema import subagents
 
 
@@ -52,139 +61,129 @@ def health_facts(conn: sa.Connection) -> dict[str, Any]:
     facts["since"] = since.rfc3339nano()
     bound = instant_param("since", since)
 
-    qualifying = _qualifying_keys(bound)
-    facts["subagent_messages"], facts["qualifying_keys"] = _message_keys(conn, bound)
+    ledger = _ledger(bound, with_rows=shape.table_exists)
+    k = ledger.c
+
+    def total(condition) -> sa.ColumnElement:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    shortfall = sa.and_(k.qualifying == 1, k.observed == 0)
+    excess = sa.and_(k.observed == 1, k.messaged == 0)
+    counts = conn.execute(
+        sa.select(
+            total(k.messaged == 1).label("subagent_messages"),
+            total(k.qualifying == 1).label("qualifying_keys"),
+            total(shortfall).label("shortfall"),
+            total(excess).label("excess"),
+            total(k.observed == 1).label("keys"),
+            sa.func.coalesce(sa.func.sum(k.rows), 0).label("rows"),
+            sa.func.max(k.last_observed_at).label("latest"),
+        )
+    ).one()
+    facts["subagent_messages"] = int(counts.subagent_messages)
+    facts["qualifying_keys"] = int(counts.qualifying_keys)
+    missing = sa.select(
+        k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at, k.messages
+    ).where(shortfall)
+    # Without the table, nowhere to write: every qualifying key since capture_since lacks its row.
+    facts["shortfall"] = _part(
+        conn,
+        int(counts.shortfall),
+        missing.order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
+    )
     if not shape.table_exists:
-        # Nowhere to write: every qualifying key since capture_since lacks its row.
-        q = qualifying.subquery("qualifying")
-        missing = sa.select(q).order_by(q.c.first_created_at, q.c.task_session_id, q.c.tool_call_id)
-        facts["shortfall"] = _counted(conn, missing)
         facts["latest_observed_at"] = None
         return facts
 
-    facts["shortfall"] = _counted(conn, _shortfall(qualifying, bound))
-    facts["excess"] = _counted(conn, _excess(bound))
-    observed = _observed_keys(bound).subquery("observed")
-    summary = conn.execute(
-        sa.select(
-            sa.func.count().label("keys"),
-            sa.func.coalesce(sa.func.sum(observed.c.rows), 0).label("rows"),
-            sa.func.max(observed.c.last_observed_at).label("latest"),
-        )
-    ).one()
-    keys, rows = int(summary.keys), int(summary.rows)
-    facts["latest_observed_at"] = display(summary.latest)
+    unmatched = sa.select(
+        k.task_session_id, k.tool_call_id, k.row_id, k.rows, k.first_observed_at
+    ).where(excess)
+    facts["excess"] = _part(
+        conn,
+        int(counts.excess),
+        unmatched.order_by(k.first_observed_at, k.task_session_id, k.tool_call_id),
+    )
+    keys, rows = int(counts.keys), int(counts.rows)
+    facts["latest_observed_at"] = display(counts.latest)
     sample: list[dict[str, Any]] = []
     if rows > keys:
-        colliding = sa.select(observed).where(observed.c.rows > 1)
-        _, sample = count_and_sample(
-            conn, colliding.order_by(observed.c.task_session_id, observed.c.tool_call_id)
-        )
+        colliding = sa.select(
+            k.task_session_id,
+            k.tool_call_id,
+            k.rows,
+            k.row_id,
+            k.first_observed_at,
+            k.last_observed_at,
+        ).where(k.rows > 1)
+        sample = sample_of(conn, colliding.order_by(k.task_session_id, k.tool_call_id))
     facts["collisions"] = {"count": rows - keys, "rows": rows, "keys": keys, "sample": sample}
     return facts
 
 
-def _qualifying_keys(bound: sa.BindParameter) -> sa.Select:
-    """Distinct keys of qualifying messages created at/after ``:since`` (AC-21 predicate)."""
-    sm = subagent_messages()
+_NULL = sa.literal_column("NULL")
+
+
+def _ledger(bound: sa.BindParameter, *, with_rows: bool) -> sa.Subquery:
+    """One row per ``(task_session_id, tool_call_id)`` key seen at/after ``:since``: whether a
+    subagent message has it (``messaged``, the widest set), a qualifying one (``qualifying``,
+    AC-21), a row (``observed``), with what each side shows of it."""
+    sm = subagent_messages("window_messages", since=bound)
+    messages = sa.select(
+        sm.c.task_session_id,
+        sm.c.tool_call_id,
+        sa.literal(1).label("messaged"),
+        sa.case((qualifies(sm), 1), else_=0).label("qualifying"),
+        sa.literal(0).label("observed"),
+        sa.case((qualifies(sm), sm.c.id)).label("message_id"),
+        sa.case((qualifies(sm), utc_instant(sm.c.created_at))).label("first_created_at"),
+        sa.case((qualifies(sm), 1), else_=0).label("messages"),
+        _NULL.label("row_id"),
+        sa.cast(sa.null(), sa.Integer).label("rows"),  # typed: summed even with no row side
+        _NULL.label("first_observed_at"),
+        _NULL.label("last_observed_at"),
+    )
+    sides = [messages]
+    if with_rows:
+        r = subagents.c
+        observed = utc_instant(r.observed_at)
+        sides.append(
+            sa.select(
+                r.task_session_id,
+                r.tool_call_id,
+                sa.literal(0),
+                sa.literal(0),
+                sa.literal(1),
+                _NULL,
+                _NULL,
+                sa.literal(0),
+                r.id,
+                sa.literal(1),
+                observed,
+                observed,
+            ).where(at_or_after(r.observed_at, bound))
+        )
+    stacked = sa.union_all(*sides).subquery("stacked")
+    s = stacked.c
     return (
         sa.select(
-            sm.c.task_session_id,
-            sm.c.tool_call_id,
-            sa.func.min(sm.c.id).label("message_id"),
-            sa.func.min(utc_instant(sm.c.created_at)).label("first_created_at"),
-            sa.func.count().label("messages"),
+            s.task_session_id,
+            s.tool_call_id,
+            sa.func.max(s.messaged).label("messaged"),
+            sa.func.max(s.qualifying).label("qualifying"),
+            sa.func.max(s.observed).label("observed"),
+            sa.func.min(s.message_id).label("message_id"),
+            sa.func.min(s.first_created_at).label("first_created_at"),
+            sa.func.sum(s.messages).label("messages"),
+            sa.func.min(s.row_id).label("row_id"),
+            sa.func.sum(s.rows).label("rows"),
+            sa.func.min(s.first_observed_at).label("first_observed_at"),
+            sa.func.max(s.last_observed_at).label("last_observed_at"),
         )
-        .where(qualifies(sm), at_or_after(sm.c.created_at, bound))
-        .group_by(sm.c.task_session_id, sm.c.tool_call_id)
+        .group_by(s.task_session_id, s.tool_call_id)
+        .subquery("ledger")
     )
 
 
-def _message_keys(conn: sa.Connection, bound: sa.BindParameter) -> tuple[int, int]:
-    """Distinct keys of every subagent message since ``:since``, and of the qualifying ones,
-    in one read of the messages."""
-    sm = subagent_messages()
-    keys = (
-        sa.select(sa.func.max(sa.case((qualifies(sm), 1), else_=0)).label("qualifying"))
-        .where(at_or_after(sm.c.created_at, bound))
-        .group_by(sm.c.task_session_id, sm.c.tool_call_id)
-        .subquery("message_keys")
-    )
-    row = conn.execute(
-        sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(keys.c.qualifying), 0))
-    ).one()
-    return int(row[0]), int(row[1])
-
-
-def _widest_messages(bound: sa.BindParameter) -> sa.Select:
-    """Distinct keys of every subagent message created at/after ``:since`` (no identity filter)."""
-    sm = subagent_messages("any_subagent_messages")
-    return (
-        sa.select(sm.c.task_session_id, sm.c.tool_call_id)
-        .where(at_or_after(sm.c.created_at, bound))
-        .distinct()
-    )
-
-
-def _observed_keys(bound: sa.BindParameter) -> sa.Select:
-    """Distinct keys of rows observed at/after ``:since``, with their row counts."""
-    r = subagents.c
-    return (
-        sa.select(
-            r.task_session_id,
-            r.tool_call_id,
-            sa.func.count().label("rows"),
-            sa.func.min(r.id).label("row_id"),
-            sa.func.min(utc_instant(r.observed_at)).label("first_observed_at"),
-            sa.func.max(utc_instant(r.observed_at)).label("last_observed_at"),
-        )
-        .where(at_or_after(r.observed_at, bound))
-        .group_by(r.task_session_id, r.tool_call_id)
-    )
-
-
-def _shortfall(qualifying: sa.Select, bound: sa.BindParameter) -> sa.Select:
-    """Qualifying keys with no row observed at/after ``:since``: both sides in one statement."""
-    q = qualifying.subquery("qualifying")
-    o = _observed_keys(bound).subquery("observed")
-    joined = q.outerjoin(
-        o, sa.and_(o.c.task_session_id == q.c.task_session_id, o.c.tool_call_id == q.c.tool_call_id)
-    )
-    return (
-        sa.select(
-            q.c.task_session_id,
-            q.c.tool_call_id,
-            q.c.message_id,
-            q.c.first_created_at,
-            q.c.messages,
-        )
-        .select_from(joined)
-        .where(o.c.task_session_id.is_(None))
-        .order_by(q.c.first_created_at, q.c.task_session_id, q.c.tool_call_id)
-    )
-
-
-def _excess(bound: sa.BindParameter) -> sa.Select:
-    """Row keys observed at/after ``:since`` with no subagent message at all since then."""
-    o = _observed_keys(bound).subquery("observed")
-    w = _widest_messages(bound).subquery("messaged")
-    joined = o.outerjoin(
-        w, sa.and_(w.c.task_session_id == o.c.task_session_id, w.c.tool_call_id == o.c.tool_call_id)
-    )
-    return (
-        sa.select(
-            o.c.task_session_id,
-            o.c.tool_call_id,
-            o.c.row_id,
-            o.c.rows,
-            o.c.first_observed_at,
-        )
-        .select_from(joined)
-        .where(w.c.task_session_id.is_(None))
-        .order_by(o.c.first_observed_at, o.c.task_session_id, o.c.tool_call_id)
-    )
-
-
-def _counted(conn: sa.Connection, stmt: sa.Select) -> dict[str, Any]:
-    count, sample = count_and_sample(conn, stmt)
-    return {"count": count, "sample": sample}
+def _part(conn: sa.Connection, count: int, stmt: sa.Select) -> dict[str, Any]:
+    """A count read by the counting statement, with a capped sample only when non-zero."""
+    return {"count": count, "sample": sample_of(conn, stmt) if count else []}

@@ -1,0 +1,248 @@
+"""Timed runs: kandev-dq and its floors, in process and as whole processes.
+
+Everything here measures one thing once; :mod:`bench.run` alternates floors and measured
+runs and takes medians.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench import floors
+from bench.stores import Copy
+from kandev_dq import migrate
+from kandev_dq.check import gx_url
+from kandev_dq.facts.activation import activation_facts, disclosure_facts, sentinel_backfill_facts
+from kandev_dq.facts.backfill import backfill_facts
+from kandev_dq.facts.health import health_facts
+from kandev_dq.facts.rows import row_facts
+from kandev_dq.facts.schema_facts import schema_facts
+from kandev_dq.facts.stored_text import stored_text_facts
+from kandev_dq.ledger import store_identity
+from kandev_dq.snapshot import facts_for, pinned, read_snapshot
+from kandev_dq.store import open_store
+
+#: The GX metric of each family of facts -> the function that computes it.
+COMPUTE = {
+    "kandev.activation_facts": activation_facts,
+    "kandev.sentinel_backfill_facts": sentinel_backfill_facts,
+    "kandev.disclosure_facts": disclosure_facts,
+    "kandev.health_facts": health_facts,
+    "kandev.row_facts": row_facts,
+    "kandev.schema_facts": schema_facts,
+    "kandev.backfill_facts": backfill_facts,
+    "kandev.stored_text_facts": stored_text_facts,
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    metric: str
+    params: tuple[tuple[str, Any], ...]
+
+    @property
+    def key(self) -> str:  # as kandev_dq.expectations.base names a family in the run cache
+        return self.metric + repr(sorted(self.params))
+
+
+def families(project: Path, checkpoint: str) -> list[Family]:
+    """The families of facts a checkpoint reads, from the project's own files (GX registry)."""
+    from great_expectations.expectations.registry import get_expectation_impl
+
+    import kandev_dq.expectations  # noqa: F401 - registers the expectations with GX
+
+    found: dict[Family, None] = {}
+    spec = json.loads((project / "checkpoints" / f"{checkpoint}.json").read_text())
+    for vd in spec["validation_definitions"]:
+        definition = json.loads(
+            (project / "validation_definitions" / f"{vd['name']}.json").read_text()
+        )
+        suite = json.loads(
+            (project / "expectations" / f"{definition['suite']['name']}.json").read_text()
+        )
+        for config in suite["expectations"]:
+            impl = get_expectation_impl(config["type"])
+            metric = getattr(impl, "facts", "")
+            if not metric:
+                continue
+            if metric not in COMPUTE:
+                raise SystemExit(f"the bench has no compute function for {metric}: add it")
+            # The metric's value keys are the compute function's keyword parameters.
+            accepted = list(inspect.signature(COMPUTE[metric]).parameters)[1:]
+            fields = getattr(impl, "model_fields", None) or getattr(impl, "__fields__", {})
+            params = tuple(
+                (k, config.get("kwargs", {}).get(k, fields[k].default)) for k in accepted
+            )
+            found[Family(metric, params)] = None
+    return list(found)
+
+
+# --- in process ------------------------------------------------------------------------------
+
+
+def kandev_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]]:
+    """kandev-dq's facts as ``check`` reads them: one pinned snapshot, each family once."""
+    opened = open_store(store.target, read_only=True)
+    url = gx_url(opened)
+    gx_engine = sa.create_engine(url)  # never connects: only its URL is compared to the pin's
+    out: dict[str, Any] = {}
+    try:
+        start = time.perf_counter()
+        with pinned(opened.engine, url, store_identity(opened.url)):
+            for fam in fams:
+                compute = COMPUTE[fam.metric]
+                params = dict(fam.params)
+                out[fam.metric] = facts_for(
+                    gx_engine, fam.key, lambda conn, c=compute, p=params: c(conn, **p)
+                )
+        elapsed = time.perf_counter() - start
+    finally:
+        gx_engine.dispose()
+        opened.dispose()
+    return elapsed, out
+
+
+def floor_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]]:
+    """The same families in the floor's raw SQL, in one read snapshot."""
+    engine = store.engine()
+    try:
+        with engine.connect():
+            pass  # connect outside the timed section, as kandev_facts does
+        start = time.perf_counter()
+        with read_snapshot(engine) as conn:
+            out = floors.facts(conn, store.dialect, [f.metric for f in fams])
+        elapsed = time.perf_counter() - start
+    finally:
+        engine.dispose()
+    return elapsed, out
+
+
+def kandev_migrate(store: Copy) -> tuple[float, migrate.MigrationReport]:
+    start = time.perf_counter()
+    opened = open_store(store.target, read_only=False)
+    try:
+        report = migrate.run(opened)
+    finally:
+        opened.dispose()
+    return time.perf_counter() - start, report
+
+
+def floor_migrate(store: Copy) -> tuple[float, int]:
+    start = time.perf_counter()
+    engine = store.engine()
+    try:
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            rows, _ = floors.backfill(conn, store.dialect)
+    finally:
+        engine.dispose()
+    return time.perf_counter() - start, rows
+
+
+# --- whole processes -------------------------------------------------------------------------
+
+
+@dataclass
+class ProcessRun:
+    seconds: float
+    peak_rss_mb: float
+    returncode: int
+    stdout: str
+
+
+#: Runs the measured command as its own child and reports its wall time and peak RSS. The
+#: bench itself holds GX in memory; Linux would charge a child exec'd straight from it with the
+#: bench's own RSS (the mm it replaced), so the command is forked from this small interpreter.
+_LAUNCHER = """
+import json, os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+seconds = time.perf_counter() - start
+with open(sys.argv[1], "w") as f:
+    json.dump({"seconds": seconds, "maxrss_kb": usage.ru_maxrss,
+               "returncode": os.waitstatus_to_exitcode(status)}, f)
+"""
+
+
+def run_process(argv: list[str], cwd: Path | None = None) -> ProcessRun:
+    """Run ``argv`` to completion: its wall time and its own peak RSS (``wait4``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_DQ_")}
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        figures = Path(tmp) / "figures.json"
+        launcher = [sys.executable, "-S", "-c", _LAUNCHER, str(figures)]
+        subprocess.run([*launcher, *argv], stdout=out, stderr=err, cwd=cwd, env=env, check=True)
+        measured = json.loads(figures.read_text())
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        if measured["returncode"] not in (0, 1):
+            raise RuntimeError(
+                f"{' '.join(argv[:3])} … exited {measured['returncode']}: "
+                + err.read().decode(errors="replace")[-2000:]
+            )
+    return ProcessRun(
+        measured["seconds"], measured["maxrss_kb"] / 1024, measured["returncode"], stdout
+    )
+
+
+def kandev_dq_command() -> list[str]:
+    """The installed ``kandev-dq`` next to this interpreter, else the same entry point."""
+    script = Path(sys.executable).parent / "kandev-dq"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from kandev_dq.cli import main; main()"]
+
+
+def check_process(store: Copy, project: Path, checkpoint: str) -> ProcessRun:
+    argv = [
+        *kandev_dq_command(),
+        "check",
+        "--project",
+        str(project),
+        "--store",
+        store.target,
+        "--checkpoint",
+        checkpoint,
+        "--format",
+        "json",
+        "--quiet",
+    ]
+    run = run_process(argv)
+    report = json.loads(run.stdout)
+    if report.get("checkpoint") != checkpoint:
+        raise RuntimeError(f"check did not report checkpoint {checkpoint}")
+    return run
+
+
+def gx_baseline(project: Path) -> ProcessRun:
+    code = (
+        "import great_expectations as gx; "
+        f"gx.get_context(mode='file', context_root_dir={str(project)!r})"
+    )
+    return run_process([sys.executable, "-c", code])
+
+
+def fresh_project(template: Path, into: Path) -> Path:
+    """A copy of the bench project with no run history (each timed run starts alike)."""
+    if into.exists():
+        shutil.rmtree(into)
+    shutil.copytree(template, into)
+    return into

@@ -1,0 +1,167 @@
+"""The bench's Markdown: machine facts, the command, the ratio table, growth, targets."""
+
+from __future__ import annotations
+
+import statistics
+
+#: The targets the table is read against.
+PROCESS_RATIO = 1.5
+MIGRATE_RATIO = 1.2
+RSS_OVER_GX_MB = 100
+RSS_GROWTH = 0.10
+TIME_GROWTH = 4.4
+
+
+def _m(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _ok(flag: bool) -> str:
+    return "yes" if flag else "**no**"
+
+
+def rows_of(r: dict) -> list[tuple[str, float, float]]:
+    """(step, kandev-dq seconds, floor seconds) for one store."""
+    base = _m(r["baseline"])
+    out = [("migrate (backfill)", _m(r["migrate"]), _m(r["migrate_floor"]))]
+    for cp in ("pre_release", "nightly"):
+        facts, floor = _m(r["facts"][cp]), _m(r["facts_floor"][cp])
+        out.append((f"{cp}: facts in process", facts, floor))
+        out.append((f"{cp}: `check` process", _m(r["process"][cp]), base + floor))
+    return out
+
+
+def render(info: dict, results: list[dict]) -> str:
+    lines = [
+        "# kandev-dq bench",
+        "",
+        f"- date: {info['date']}; took {info.get('minutes', '?')} min",
+        f"- command: `{info['command']}` (medians of {info['repeat']} runs; "
+        "floors and measured runs alternate)",
+        f"- machine: {info.get('cpus', '?')} CPU(s) ({info.get('cpu', '?')}), "
+        f"{info.get('memory_gb', '?')} GB RAM, load average {info['load_before']} before, "
+        f"{info['load_after']} after (shared with other work: read the ratios, not the seconds)",
+        f"- software: Python {info['python']}, GX {info['great_expectations']}, "
+        f"SQLAlchemy {info['sqlalchemy']}, SQLite {info['sqlite']}"
+        + (f", PostgreSQL {info['postgresql']}" if info.get("postgresql") else ""),
+        "",
+        "Floors: migrate = a bare BEGIN, MAX, INSERT … SELECT (same predicate and mapping), "
+        "COMMIT on an identical copy; facts = the same families of facts in hand-written raw "
+        "SQL, one statement per family, in one read snapshot; `check` process = GX's import + "
+        "`get_context` as a process (measured in the same round) + the floor facts.",
+        "",
+        "Stores: `sample.generate(scale)` (253 subagent messages per unit), migrated, then "
+        f"{results[0]['live'] // results[0]['scale'] if results else 10} live subagent messages "
+        "per unit (`sample.append_live_traffic`, a healthy writer); PostgreSQL statistics "
+        "refreshed (`ANALYZE`) after generation and after the live traffic, as autovacuum "
+        "would. `check` runs on a project with no earlier runs.",
+        "",
+        "## Time (seconds; ratio = kandev-dq / floor)",
+        "",
+        "| dialect | scale | messages | step | kandev-dq | floor | ratio |",
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
+    for r in results:
+        for step, measured, floor in rows_of(r):
+            lines.append(
+                f"| {r['dialect']} | {r['scale']} | {r['messages']:,} | {step} | "
+                f"{measured:.2f} | {floor:.2f} | {measured / floor:.2f}× |"
+            )
+    lines += [
+        "",
+        "## Peak RSS (MB) of whole processes",
+        "",
+        "| dialect | scale | GX import + context | `check` pre_release | `check` nightly | "
+        "worst over GX |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        base = _m(r["baseline_rss"])
+        pre, night = _m(r["process_rss"]["pre_release"]), _m(r["process_rss"]["nightly"])
+        lines.append(
+            f"| {r['dialect']} | {r['scale']} | {base:.0f} | {pre:.0f} | {night:.0f} | "
+            f"+{max(pre, night) - base:.0f} |"
+        )
+
+    growth = _growth(results)
+    if growth:
+        lines += [
+            "",
+            "## Growth from the small to the large scale",
+            "",
+            "| dialect | step | small (s) | large (s) | time × | peak RSS change |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for dialect, step, small, large, rss in growth:
+            rss_text = f"{rss:+.1%}" if rss is not None else ""
+            lines.append(
+                f"| {dialect} | {step} | {small:.2f} | {large:.2f} | {large / small:.2f}× | "
+                f"{rss_text} |"
+            )
+    lines += ["", "## Targets (largest scale)", ""]
+    lines += _targets(results, growth)
+    problems = [
+        f"- {r['dialect']} scale {r['scale']}: {line}"
+        for r in results
+        for line in r.get("disagreements", [])
+    ]
+    lines += ["", "Floor and kandev-dq facts agree: " + ("yes" if not problems else "**no**")]
+    lines += problems
+    verdicts = {
+        f"{r['dialect']} {r['scale']} {cp}": ok
+        for r in results
+        for cp, ok in r.get("verdict", {}).items()
+    }
+    if verdicts and not all(verdicts.values()):
+        lines.append(
+            "Checkpoints that failed: " + ", ".join(k for k, v in verdicts.items() if not v)
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _growth(results: list[dict]):
+    out = []
+    for dialect in dict.fromkeys(r["dialect"] for r in results):
+        mine = sorted((r for r in results if r["dialect"] == dialect), key=lambda r: r["scale"])
+        if len(mine) < 2:
+            continue
+        small, large = mine[0], mine[-1]
+        for (step, s_time, _), (_, l_time, _) in zip(rows_of(small), rows_of(large), strict=True):
+            rss = None
+            for cp in ("pre_release", "nightly"):
+                if step == f"{cp}: `check` process":
+                    a, b = _m(small["process_rss"][cp]), _m(large["process_rss"][cp])
+                    rss = b / a - 1
+            out.append((dialect, step, s_time, l_time, rss))
+    return out
+
+
+def _targets(results: list[dict], growth) -> list[str]:
+    lines = []
+    for dialect in dict.fromkeys(r["dialect"] for r in results):
+        r = max((r for r in results if r["dialect"] == dialect), key=lambda r: r["scale"])
+        steps = {step: (m, f) for step, m, f in rows_of(r)}
+        base = _m(r["baseline_rss"])
+        worst = max(_m(r["process_rss"][cp]) for cp in ("pre_release", "nightly"))
+        m, f = steps["pre_release: facts in process"]
+        pm, pf = steps["pre_release: `check` process"]
+        mm, mf = steps["migrate (backfill)"]
+        lines.append(
+            f"- {dialect} ({r['messages']:,} messages): pre_release facts {m / f:.2f}× "
+            f"(≤ {PROCESS_RATIO}×: {_ok(m / f <= PROCESS_RATIO)}), whole process {pm / pf:.2f}× "
+            f"({_ok(pm / pf <= PROCESS_RATIO)}); migrate {mm / mf:.2f}× "
+            f"(≤ {MIGRATE_RATIO}×: {_ok(mm / mf <= MIGRATE_RATIO)}); peak RSS "
+            f"+{worst - base:.0f} MB over GX (≤ {RSS_OVER_GX_MB}: "
+            f"{_ok(worst - base <= RSS_OVER_GX_MB)})"
+        )
+        mine = [g for g in growth if g[0] == dialect]
+        if mine:
+            worst_time = max(mine, key=lambda g: g[3] / g[2])
+            rss = [g[4] for g in mine if g[4] is not None]
+            lines.append(
+                f"- {dialect} growth: worst time {worst_time[3] / worst_time[2]:.2f}× "
+                f"({worst_time[1]}; ≤ {TIME_GROWTH}×: "
+                f"{_ok(all(g[3] / g[2] <= TIME_GROWTH for g in mine))}), peak RSS "
+                f"{max(rss):+.1%} (≤ +{RSS_GROWTH:.0%}: {_ok(max(rss) <= RSS_GROWTH)})"
+            )
+    return lines

@@ -1,0 +1,217 @@
+"""``python -m bench``: generate stores, time kandev-dq against its floors, write the table.
+
+For each dialect and scale, in this order:
+
+1. a generated store predating the backfill (``sample.create_store`` + ``sample.generate``);
+2. ``--repeat`` times, on two fresh identical copies: the floor backfill (BEGIN, MAX,
+   INSERT … SELECT, COMMIT) and ``migrate.run`` (which also checks the rows agree);
+3. on the last migrated copy, live traffic (``sample.append_live_traffic``, 10 subagent
+   messages per scale unit), then ``--repeat`` rounds of: the floor facts and kandev-dq's
+   facts in process, for each checkpoint; GX's import + ``get_context`` as a process; and
+   ``kandev-dq check --format json`` as a process, on a project with no run history.
+
+Floors and measured runs alternate within each round; the table shows medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from bench import measure, report
+from bench.stores import Stores, postgres_server
+from kandev_dq import sample
+from kandev_dq.project import build_project
+
+CHECKPOINTS = ("pre_release", "nightly")
+LIVE_PER_UNIT = 10
+HERE = Path(__file__).resolve().parent
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--scales", default="100,400", help="small,large scale units (default 100,400)"
+    )
+    parser.add_argument("--dialects", default="sqlite,postgresql")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument(
+        "--out", type=Path, default=HERE / "results.md", help="the table (Markdown)"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=HERE / "out", help="stores, projects, raw figures"
+    )
+    return parser.parse_args(argv)
+
+
+def say(message: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, fams) -> dict:
+    say(f"{dialect} scale {scale}: generating")
+    pristine, summary = stores.generate(dialect, scale)
+    result: dict = {
+        "dialect": dialect,
+        "scale": scale,
+        "messages": summary.messages,
+        "subagent_messages": summary.subagent_messages,
+        "live": LIVE_PER_UNIT * scale,
+        "migrate": [],
+        "migrate_floor": [],
+        "facts": {cp: [] for cp in CHECKPOINTS},
+        "facts_floor": {cp: [] for cp in CHECKPOINTS},
+        "process": {cp: [] for cp in CHECKPOINTS},
+        "process_rss": {cp: [] for cp in CHECKPOINTS},
+        "baseline": [],
+        "baseline_rss": [],
+        "disagreements": [],
+    }
+
+    migrated = None
+    for round_ in range(args.repeat):
+        say(f"{dialect} scale {scale}: migrate round {round_ + 1}/{args.repeat}")
+        floor_copy = stores.copy(pristine, "floor")
+        measured_copy = stores.copy(pristine, "migrate")
+        seconds, floor_rows = measure.floor_migrate(floor_copy)
+        result["migrate_floor"].append(seconds)
+        stores.drop(floor_copy)
+        seconds, migration = measure.kandev_migrate(measured_copy)
+        result["migrate"].append(seconds)
+        if not migration.ok or migration.backfill_rows != floor_rows:
+            raise SystemExit(
+                f"migrate disagrees with the floor: ok={migration.ok}, "
+                f"{migration.backfill_rows} rows vs {floor_rows}\n{migration.render()}"
+            )
+        if migrated is not None:
+            stores.drop(migrated)
+        migrated = measured_copy
+    stores.drop(pristine)
+
+    say(f"{dialect} scale {scale}: live traffic ({result['live']} subagent messages)")
+    engine = migrated.engine()
+    try:
+        sample.append_live_traffic(engine, count=result["live"], seed=1)
+    finally:
+        engine.dispose()
+    stores.analyze(migrated)
+
+    runs_folder = args.work / "projects"
+    for round_ in range(args.repeat):
+        say(f"{dialect} scale {scale}: checks round {round_ + 1}/{args.repeat}")
+        for cp in CHECKPOINTS:
+            seconds, floor_out = measure.floor_facts(migrated, fams[cp])
+            result["facts_floor"][cp].append(seconds)
+            seconds, kandev_out = measure.kandev_facts(migrated, fams[cp])
+            result["facts"][cp].append(seconds)
+            if round_ == 0:
+                for line in measure.floors.agree(floor_out, kandev_out):
+                    result["disagreements"].append(f"{cp}: {line}")
+        fresh = measure.fresh_project(project, runs_folder / "baseline")
+        base = measure.gx_baseline(fresh)
+        result["baseline"].append(base.seconds)
+        result["baseline_rss"].append(base.peak_rss_mb)
+        for cp in CHECKPOINTS:
+            fresh = measure.fresh_project(project, runs_folder / cp)
+            run = measure.check_process(migrated, fresh, cp)
+            result["process"][cp].append(run.seconds)
+            result["process_rss"][cp].append(run.peak_rss_mb)
+            if round_ == 0:
+                verdict = json.loads(run.stdout)
+                result.setdefault("verdict", {})[cp] = verdict["success"]
+    stores.drop(migrated)
+    for line in result["disagreements"]:
+        say(f"WARNING {dialect} scale {scale}: {line}")
+    return result
+
+
+def machine() -> dict:
+    import great_expectations
+
+    facts = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "great_expectations": great_expectations.__version__,
+        "sqlalchemy": sa.__version__,
+        "sqlite": __import__("sqlite3").sqlite_version,
+        "platform": platform.platform(),
+    }
+    try:
+        facts["cpus"] = len(__import__("os").sched_getaffinity(0))
+        with open("/proc/cpuinfo") as f:
+            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+        facts["cpu"] = names[0] if names else platform.processor()
+        with open("/proc/meminfo") as f:
+            total = next(int(ln.split()[1]) for ln in f if ln.startswith("MemTotal"))
+        facts["memory_gb"] = round(total / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return facts
+
+
+def load() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    scales = [int(s) for s in args.scales.split(",") if s]
+    dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
+    server = postgres_server()
+    if "postgresql" in dialects and server is None:
+        raise SystemExit(
+            "PostgreSQL needs KANDEV_BENCH_POSTGRES_URL or KANDEV_TEST_POSTGRES_URL "
+            "(a server URL whose user may create databases), or pass --dialects sqlite"
+        )
+    args.work.mkdir(parents=True, exist_ok=True)
+    project = build_project(args.work / "project")
+    fams = {cp: measure.families(project, cp) for cp in CHECKPOINTS}
+    info = machine()
+    info["load_before"] = load()
+    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    started = time.perf_counter()
+    results = []
+    stores = Stores(args.work, server)
+    try:
+        for dialect in dialects:
+            if dialect == "postgresql":
+                info["postgresql"] = _server_version(server)
+            for scale in scales:
+                results.append(bench_store(stores, dialect, scale, args, project, fams))
+    finally:
+        stores.cleanup()
+    info["load_after"] = load()
+    info["minutes"] = round((time.perf_counter() - started) / 60, 1)
+    info["repeat"] = args.repeat
+    (args.work / "results.json").write_text(
+        json.dumps({"machine": info, "results": results}, indent=1)
+    )
+    text = report.render(info, results)
+    args.out.write_text(text)
+    print(text)
+    return 0
+
+
+def _server_version(server) -> str:
+    engine = sa.create_engine(server)
+    try:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql("SHOW server_version").scalar()
+    finally:
+        engine.dispose()

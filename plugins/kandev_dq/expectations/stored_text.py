@@ -1,0 +1,91 @@
+"""Stored-text rules: values that the SQL would otherwise read silently wrong, named row by row.
+
+Both judge one family of facts (:mod:`kandev_dq.facts.stored_text`), read once per run.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from great_expectations.expectations.metadata_types import FailureSeverity
+
+from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
+from kandev_dq.facts.stored_text import stored_text_facts
+
+STORED_TEXT = register_facts("kandev.stored_text_facts", stored_text_facts)
+
+
+class ExpectMessageMetadataToBeJson(KandevExpectation):
+    """Every message's metadata is JSON, NULL, ``''`` or ``'null'`` (AC-23b).
+
+    Text that is none of these (``{bad``, ``{"a":}``, a truncated document) is read as ``{}``
+    on both dialects, as AC-23b reads NULL: one bad row aborts nothing, and it counts as a
+    message of no kind, so the backfill skips it and the shortfall never sees it. That is the
+    reason for a finding: a subagent message among them is invisible to both, so the store
+    would look healthier than it is. A **warning**, not an error: every other rule holds for
+    the rows it can read, and the rows are named here (SQLite: ``json_valid``; PostgreSQL:
+    the rows ``::jsonb`` rejects, located without a second scan when a statement has already
+    met them).
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
+    facts: ClassVar[str] = STORED_TEXT
+    rules: ClassVar[tuple[str, ...]] = ("AC-23b",)
+    rule_text: ClassVar[str] = "Every message's metadata is JSON (or NULL, '' or 'null')"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        part = facts["metadata"]
+        count = part["count"]
+        if not count:
+            return Finding(True, 0, "every message's metadata is JSON, NULL, '' or 'null'", 0)
+        return Finding(
+            False,
+            count,
+            f"{count} message(s) hold metadata that is not JSON: read as {{}} on both dialects "
+            "(AC-23b), so the backfill skips them and writer health cannot see them; a "
+            "subagent among them goes unrecorded and unchecked. Rewrite them as JSON",
+            count,
+            part["sample"],
+        )
+
+
+class ExpectTimestampsInRecognisedUtcForm(KandevExpectation):
+    """Every stored timestamp the rules compare is in a UTC text form of CONTRACT §1 (AC-24e).
+
+    SQLite keeps whatever text a writer gave it; the exact-instant construct reads the
+    forms of CONTRACT §1 (space or ``T``, 0-9 fraction digits, ``Z``/``+00:00``/none). Any
+    other value (``30/07/2026``, ``2026-07-30 01:39:37+02:00``, an epoch number) would be
+    compared with the keys and with other columns as if it were one of them: silently
+    misclassified. This rule names those rows instead (``task_session_messages.created_at``
+    and ``updated_at``; ``task_session_subagents.observed_at``, ``settled_at`` and
+    ``updated_at``), pushed down as GLOB patterns plus a calendar check. An error: every
+    comparison involving such a row is unreliable. PostgreSQL's typed ``TIMESTAMP`` columns
+    cannot hold such values (not applicable there).
+    """
+
+    facts: ClassVar[str] = STORED_TEXT
+    rules: ClassVar[tuple[str, ...]] = ("AC-24e",)
+    rule_text: ClassVar[str] = "Every compared timestamp is stored in a recognised UTC text form"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        part = facts["timestamps"]
+        if not part["applicable"]:
+            return Finding(
+                True,
+                "not applicable",
+                f"{facts['dialect']} TIMESTAMP columns hold typed values: no text to misread",
+            )
+        count = part["count"]
+        if not count:
+            return Finding(True, 0, "every compared timestamp is in a recognised UTC form", 0)
+        where = ", ".join(f"{column}: {n}" for column, n in part["by_column"].items())
+        return Finding(
+            False,
+            part["by_column"],
+            f"{count} timestamp value(s) in no recognised UTC text form ({where}): the "
+            "exact-instant construct would misread them, so their comparisons with the keys "
+            "and with other columns are unreliable (AC-24e); rewrite them in a CONTRACT §1 "
+            "form (e.g. 2026-07-30 01:39:37.271235+00:00)",
+            count,
+            part["sample"],
+        )

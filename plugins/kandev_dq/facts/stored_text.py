@@ -1,0 +1,140 @@
+"""Facts behind the stored-text rules: text that the SQL would otherwise read silently wrong.
+
+* **Metadata that is not JSON** (AC-23b). Both dialects read it as ``{}`` — a message of no
+  kind, skipped like any non-subagent message — SQLite through ``json_valid``, PostgreSQL by
+  excluding the ids located after ``::jsonb`` rejected them
+  (:func:`kandev_dq.queries.tolerating_unreadable_metadata`). The rows are the same on both
+  dialects: text that is neither NULL, blank nor JSON.
+* **Timestamps in no recognised UTC text form** (AC-24e, SQLite only). The exact-instant
+  construct reads the forms of CONTRACT §1; any other text would be compared as if it were
+  one (``30/07/2026`` sorts after every 2026 date, ``…+02:00`` reads two hours late). Counted
+  with :class:`kandev_dq.dialect.recognised_utc_text`, pushed down as GLOB patterns.
+
+On SQLite one statement reads ``task_session_messages`` once for both (and one reads
+``task_session_subagents`` for its timestamps); PostgreSQL needs no timestamp scan (typed
+columns), and its metadata scan is skipped entirely when an earlier family of the same
+snapshot already located the unreadable rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from kandev_dq.dialect import recognised_utc_text
+from kandev_dq.observe import observe_subagents
+from kandev_dq.queries import (
+    Unreadable,
+    current_unreadable,
+    display,
+    locate_unreadable_metadata,
+    unreadable_sqlite,
+)
+from kandev_dq.schema import SUBAGENTS, subagents, task_session_messages
+
+#: The timestamp columns the rules compare, per table.
+TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
+    task_session_messages.name: ("created_at", "updated_at"),
+    SUBAGENTS: ("observed_at", "settled_at", "updated_at"),
+}
+_SAMPLE = 20
+_SHOWN_CHARS = 60
+
+
+def _total(condition: sa.ColumnElement) -> sa.ColumnElement:
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+
+def _misread(column) -> sa.ColumnElement:
+    return sa.and_(column.is_not(None), sa.not_(recognised_utc_text(column)))
+
+
+def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
+    sqlite = conn.dialect.name == "sqlite"
+    m = task_session_messages
+    facts: dict[str, Any] = {"dialect": conn.dialect.name}
+    timestamps: dict[str, int] = {}
+    if sqlite:
+        sums = [_total(unreadable_sqlite(m.c.metadata)).label("unreadable")]
+        sums += [_total(_misread(m.c[name])).label(name) for name in TIMESTAMP_COLUMNS[m.name]]
+        counts = conn.execute(sa.select(*sums)).mappings().one()
+        unreadable_count = int(counts["unreadable"])
+        timestamps.update({f"{m.name}.{n}": int(counts[n]) for n in TIMESTAMP_COLUMNS[m.name]})
+        ids: tuple[str, ...] | None = None
+    else:
+        found = current_unreadable() or Unreadable()
+        if found.ids is None:  # no earlier family of this snapshot has looked
+            found.ids = locate_unreadable_metadata(conn)
+        ids = found.ids
+        unreadable_count = len(ids)
+    facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
+
+    if not sqlite:
+        facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
+        return facts
+    shape = observe_subagents(conn)
+    if shape.table_exists:
+        present = [n for n in TIMESTAMP_COLUMNS[SUBAGENTS] if n in shape.columns]
+        if present:
+            row = (
+                conn.execute(
+                    sa.select(*(_total(_misread(subagents.c[n])).label(n) for n in present))
+                )
+                .mappings()
+                .one()
+            )
+            timestamps.update({f"{SUBAGENTS}.{n}": int(row[n]) for n in present})
+    sample: list[dict[str, Any]] = []
+    for qualified, count in timestamps.items():
+        if count and len(sample) < _SAMPLE:
+            table_name, column_name = qualified.split(".")
+            table = m if table_name == m.name else subagents
+            sample += _misread_sample(conn, table, column_name, _SAMPLE - len(sample))
+    facts["timestamps"] = {
+        "applicable": True,
+        "count": sum(timestamps.values()),
+        "by_column": {k: v for k, v in timestamps.items() if v},
+        "sample": sample,
+    }
+    return facts
+
+
+def _unreadable_sample(
+    conn: sa.Connection, count: int, ids: tuple[str, ...] | None
+) -> dict[str, Any]:
+    if not count:
+        return {"count": 0, "sample": []}
+    m = task_session_messages
+    stmt = sa.select(
+        m.c.id,
+        m.c.task_session_id,
+        sa.cast(m.c.created_at, sa.Text).label("created_at"),
+        sa.func.substr(m.c.metadata, 1, _SHOWN_CHARS).label("metadata"),
+    )
+    if ids is None:
+        stmt = stmt.where(unreadable_sqlite(m.c.metadata))
+    else:
+        stmt = stmt.where(m.c.id.in_(ids[:_SAMPLE]))
+    rows = conn.execute(stmt.order_by(m.c.id).limit(_SAMPLE)).mappings()
+    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
+
+
+def _misread_sample(
+    conn: sa.Connection, table: sa.Table, column_name: str, limit: int
+) -> list[dict[str, Any]]:
+    column = table.c[column_name]
+    stmt = (
+        sa.select(
+            sa.literal(table.name).label("table"),
+            sa.literal(column_name).label("column"),
+            table.c.id,
+            sa.func.typeof(column).label("stored_type"),
+            sa.func.substr(sa.cast(column, sa.Text), 1, 40).label("value"),
+        )
+        .where(_misread(column))
+        .order_by(table.c.id)
+        .limit(limit)
+    )
+    # Raw, not display()ed: the point is to show the text exactly as stored.
+    return [dict(row) for row in conn.execute(stmt).mappings()]

@@ -1,0 +1,785 @@
+"""Reliability: read-only validation, credentials, injection and hostile stores.
+
+Each guarantee here is listed, with the test that proves it, in docs/reliability.md. Every
+dialect-sensitive case runs on SQLite and on PostgreSQL (the ``target`` fixture). Checks run in
+process (``run_check`` or the CLI's ``main``) on a private copy of the project; where data docs
+are not the point, the copy's checkpoints carry no actions, which keeps a run well under a
+second.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from kandev_dq import migrate, schema
+from kandev_dq.check import run_check
+from kandev_dq.cli import main
+from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
+from kandev_dq.migrate import Status
+from kandev_dq.queries import tolerating_unreadable_metadata
+from kandev_dq.sample import append_live_traffic, create_store, generate
+from kandev_dq.snapshot import facts_for
+from kandev_dq.store import open_store
+from kandev_dq.storebuilder import StoreBuilder
+from tests.gxhelpers import result
+from tests.subagent_rows import (
+    add_message,
+    add_session,
+    add_subagent_row,
+    at,
+    subagent_metadata,
+    subagent_rows,
+)
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"
+NOT_JSON = {"nj-brace": "{bad", "nj-colon": '{"a":}', "nj-open": "[1, 2", "nj-json5": "{a: 1}"}
+
+
+# --- harness ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_project(project):
+    """The project copy without its data-docs action: a run takes a fraction of a second."""
+    for path in (project / "checkpoints").glob("*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["actions"] = []
+        path.write_text(json.dumps(data), encoding="utf-8")
+    return project
+
+
+@pytest.fixture(autouse=True)
+def _keep_store_url(monkeypatch):
+    """run_check exports the store URL for GX; restore the environment after each test."""
+    monkeypatch.delenv("KANDEV_STORE_URL", raising=False)
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    """``kandev-dq ARGS`` in this process: (exit code, stdout, stderr)."""
+    argv = sys.argv
+    sys.argv = ["kandev-dq", *args]
+    try:
+        main()
+        code = 0
+    except SystemExit as done:
+        code = int(done.code or 0)
+    finally:
+        sys.argv = argv
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def unevaluated(report) -> list[str]:
+    return [r.expectation for r in report.results if r.message.startswith("could not evaluate")]
+
+
+def activated_store(target) -> StoreBuilder:
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, "", CAPTURE)
+    return store
+
+
+# --- 1. read-only by construction ------------------------------------------------------------
+
+
+def _fingerprints(conn: sa.Connection, schema_name: str) -> dict[str, tuple[int, str]]:
+    """Row count and an md5 over the ordered rows of every table of the schema."""
+    names = conn.scalars(
+        sa.text("SELECT tablename FROM pg_tables WHERE schemaname = :s ORDER BY 1"),
+        {"s": schema_name},
+    ).all()
+    found = {}
+    for name in names:
+        quoted = f'"{schema_name}"."{name}"'
+        found[name] = tuple(
+            conn.execute(
+                sa.text(
+                    f"SELECT count(*), md5(coalesce(string_agg(t::text, E'\\n' "
+                    f"ORDER BY t::text), '')) FROM {quoted} AS t"
+                )
+            ).one()
+        )
+    return found
+
+
+def test_pre_release_through_a_select_only_role_writes_nothing(pg_target, project):
+    """A role holding only SELECT runs the whole pre_release checkpoint (and a dry run of the
+    migration): no rule fails to evaluate, and every table is byte-for-byte unchanged."""
+    engine = pg_target.engine
+    create_store(engine)
+    generate(engine, scale=1, seed=7)
+    store = open_store(pg_target.url, read_only=False)
+    try:
+        assert migrate.run(store).ok
+    finally:
+        store.dispose()
+    append_live_traffic(engine, count=20, seed=7)
+    schema_name = make_url(pg_target.url).query["options"].split("=", 1)[1]
+    role = f"kdq_ro_{uuid.uuid4().hex[:10]}"
+    with engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql(f'GRANT USAGE ON SCHEMA "{schema_name}" TO "{role}"')
+        conn.exec_driver_sql(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema_name}" TO "{role}"')
+    reader_url = make_url(pg_target.url).set(username=role).render_as_string(hide_password=False)
+    try:
+        with engine.connect() as conn:
+            before = _fingerprints(conn, schema_name)
+        # The role really cannot write: the test would prove nothing otherwise.
+        probe = sa.create_engine(make_url(reader_url).set(drivername="postgresql+psycopg"))
+        with pytest.raises(sa.exc.ProgrammingError, match="permission denied"), probe.begin() as c:
+            c.exec_driver_sql("DELETE FROM kandev_meta")
+        probe.dispose()
+
+        report = run_check(project, reader_url, "pre_release")
+        assert unevaluated(report) == []
+        assert report.state == "fully_activated" and report.success, [
+            (r.expectation, r.message) for r in report.results if not r.success
+        ]
+        reader = open_store(reader_url, read_only=True)
+        try:
+            plan = migrate.run(reader, dry_run=True)
+        finally:
+            reader.dispose()
+        assert plan.ok and [s.status for s in plan.steps] == [Status.ALREADY_DONE] * 5
+        with engine.connect() as conn:
+            assert _fingerprints(conn, schema_name) == before
+    finally:
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :r"
+                ),
+                {"r": role},
+            )
+            conn.exec_driver_sql(f'DROP OWNED BY "{role}"')
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
+# --- 3. credentials --------------------------------------------------------------------------
+
+
+def _files_holding(folder: Path, secret: bytes) -> list[str]:
+    return [
+        str(path) for path in folder.rglob("*") if path.is_file() and secret in path.read_bytes()
+    ]
+
+
+def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog, monkeypatch):
+    """A store URL with a password: check (text, json), audit, docs, history, a dry-run
+    migration and an unreachable server never show it, in output, logs (GX's at DEBUG
+    included), the JSON report, the data docs, the ledger, the validation results or any file
+    written under the project or the audit folder."""
+    import kandev_dq.project as project_module
+
+    store = activated_store(pg_target)
+    session = store.session()
+    store.subagent_message(session, "2026-08-01 00:00:01+00:00", "toolu_1")  # a shortfall
+    password = f"pw{secrets.token_hex(12)}"
+    url = make_url(pg_target.url).set(password=password).render_as_string(hide_password=False)
+    query_url = f"{pg_target.url}&password={password}2"  # libpq also reads ?password=
+    unreachable = make_url(url).set(port=1).render_as_string(hide_password=False)
+
+    quiet = project_module.quiet_gx
+
+    def loud() -> None:  # stricter than production: GX logs at DEBUG
+        quiet()
+        logging.getLogger("great_expectations").setLevel(logging.DEBUG)
+
+    monkeypatch.setattr(project_module, "quiet_gx", loud)
+    caplog.set_level(logging.DEBUG)
+    audit_dir = tmp_path / "audit"
+    outputs = []
+    runs = [
+        (("check", "--store", url, "--project", str(project)), 1),
+        (("check", "--store", query_url, "--project", str(project), "--format", "json"), 1),
+        (("audit", "--store", url, "--project", str(project), "--out", str(audit_dir)), 1),
+        (("docs", "--project", str(project)), 0),
+        (("history", "--store", url, "--project", str(project)), 0),
+        (("history", "--store", url, "--project", str(project), "--format", "json"), 0),
+        (("migrate", "--store", url, "--dry-run"), 0),
+        (("check", "--store", unreachable, "--project", str(project)), 2),
+        (("migrate", "--store", unreachable), 2),
+        (("check", "--store", url.replace("@127.0.0.1:5432", "@127.0.0.1:port")), 2),
+    ]
+    for args, expected in runs:
+        code, out, err = cli(capsys, *args)
+        assert code == expected, (args[0], code, out, err)
+        outputs.append(out + err)
+        if "json" in args and args[0] == "check":
+            assert json.loads(out)["store"].startswith("postgresql+psycopg://postgres@127.0.0.1:")
+    assert "cannot reach" in outputs[7] and "not a database URL" in outputs[9]
+    for secret in (password, f"{password}2"):
+        assert not [o for o in outputs if secret in o]
+        assert secret not in caplog.text
+        assert _files_holding(project, secret.encode()) == []
+        assert _files_holding(audit_dir, secret.encode()) == []
+    assert (project / "uncommitted" / "key_ledger.json").is_file()
+    assert list((project / "uncommitted" / "validations").rglob("*.json"))
+    assert (audit_dir / "SUMMARY.md").is_file()
+
+
+# --- 4. injection ----------------------------------------------------------------------------
+
+MARK = "kdqmark"
+HOSTILE = (
+    "'; DROP TABLE kandev_meta; --",
+    '" OR "1"="1" --',
+    "x'); DELETE FROM task_session_subagents; --",
+    "$$; SELECT pg_sleep(30); $$",
+    "%(name)s ? :name {0} $1 %s",
+    "back\\slash \\' \\\" \\u0041",
+    "ünïcødé ẞ 🦊 ق 中文 \u202e",
+    "') OR json_valid('{}') OR ('",
+    "'$.tool_call_id' #>> '{a,b}' ::jsonb",
+)
+
+
+def _hostile(i: int, field: str) -> str:
+    return f"{MARK}{i}{field}{HOSTILE[i % len(HOSTILE)]}"
+
+
+class StatementLog:
+    """Every SQL statement text any engine of this process executes while active."""
+
+    def __init__(self):
+        self.statements: list[str] = []
+
+    def __enter__(self):
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._record)
+        return self
+
+    def __exit__(self, *exc):
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._record)
+
+    def _record(self, conn, cursor, statement, parameters, context, executemany):
+        self.statements.append(statement)
+
+
+def test_names_and_values_from_the_store_travel_as_data(target, quick_project):
+    """Quotes, ``;``, ``--``, placeholders, JSON paths and unicode in ids, metadata and
+    keys: never part of a statement's text (only of its parameters); the backfill copies
+    them verbatim and every rule evaluates them (both dialects)."""
+    target.create_base(subagents="pre_amendment")
+    messages = {}
+    with target.engine.begin() as conn:
+        for i in range(len(HOSTILE)):
+            session, task, turn = _hostile(i, "s"), _hostile(i, "t"), _hostile(i, "u")
+            add_session(conn, session, task, turns=(turn,))
+            texts = {name: _hostile(i, name) for name in ("description", "model", "agent_id")}
+            metadata = subagent_metadata(
+                _hostile(i, "tc"),
+                parent_tool_call_id=_hostile(i, "parent"),
+                subagent_type=_hostile(i, "type"),
+                child_session_id=_hostile(i, "child"),
+                total_tokens=10 + i,
+                tool_use_count=i,
+                duration_ms=100 + i,
+                **texts,
+            )
+            message_id = _hostile(i, "m")
+            add_message(
+                conn,
+                message_id,
+                metadata,
+                session_id=session,
+                task_id=task,
+                turn_id=turn,
+                created_at=at(i),
+            )
+            messages[message_id] = metadata
+        conn.execute(
+            schema.kandev_meta.insert().values(key=_hostile(0, "key"), value=_hostile(1, "value"))
+        )
+    with StatementLog() as log:
+        store = open_store(target.url, read_only=False)
+        try:
+            report = migrate.run(store)
+        finally:
+            store.dispose()
+        checked = run_check(quick_project, target.url, "pre_release")
+    assert report.ok, report.render()
+    assert log.statements and not [s for s in log.statements if MARK in s]
+    rows = subagent_rows(target.engine)
+    assert set(rows) == set(messages)
+    for message_id, metadata in messages.items():
+        row, task = rows[message_id], metadata["normalized"]["subagent_task"]
+        assert row["tool_call_id"] == metadata["tool_call_id"]
+        assert row["parent_tool_call_id"] == metadata["parent_tool_call_id"]
+        for name in ("description", "model", "agent_id", "subagent_type", "child_session_id"):
+            assert row[name] == task[name]
+    with target.engine.connect() as conn:
+        meta = dict(
+            conn.execute(sa.select(schema.kandev_meta.c.key, schema.kandev_meta.c.value)).all()
+        )
+    assert meta[_hostile(0, "key")] == _hostile(1, "value")
+    assert unevaluated(checked) == []
+    assert checked.state == "fully_activated" and checked.success, [
+        (r.expectation, r.message) for r in checked.results if not r.success
+    ]
+
+
+def test_a_hostile_key_value_is_a_finding(target, quick_project):
+    """A key holding SQL is reported as malformed; nothing evaluates it as SQL."""
+    hostile = f"2026-07-30T01:39:37Z'; DROP TABLE kandev_meta; -- {MARK}"
+    StoreBuilder(target.engine).create().keys(hostile, "", CAPTURE)
+    with StatementLog() as log:
+        report = run_check(quick_project, target.url, "nightly")
+    assert not [s for s in log.statements if MARK in s]
+    assert unevaluated(report) == []
+    well_formed = result(report, "expect_activation_keys_to_be_well_formed")
+    assert not well_formed.success and "not an RFC3339 instant" in well_formed.message
+    assert "kandev_meta" in sa.inspect(target.engine).get_table_names()
+
+
+def test_a_hostile_constraint_name_is_quoted(pg_target):
+    """PostgreSQL: the two-column UNIQUE's name comes from the catalogue (CONTRACT §1); a
+    name holding SQL is dropped as a quoted identifier and nothing else happens."""
+    pg_target.create_base(subagents="pre_amendment")
+    evil = 'evil"; DROP TABLE kandev_meta; --'
+    names = migrate.two_column_unique_names
+    with pg_target.engine.begin() as conn:
+        (auto,) = names(conn)
+        quoted = conn.dialect.identifier_preparer.quote
+        conn.exec_driver_sql(
+            f"ALTER TABLE task_session_subagents RENAME CONSTRAINT {quoted(auto)} TO {quoted(evil)}"
+        )
+        assert names(conn) == [evil]
+    store = open_store(pg_target.url, read_only=False)
+    try:
+        report = migrate.run(store)
+    finally:
+        store.dispose()
+    assert report.ok, report.render()
+    assert report.shape.end_state_holds
+    assert "kandev_meta" in sa.inspect(pg_target.engine).get_table_names()
+
+
+# --- 5a. metadata that is not JSON (AC-23b) ---------------------------------------------------
+
+
+def _store_with_unreadable_metadata(target) -> StoreBuilder:
+    """A healthy activated store (three live subagents) plus messages whose metadata is not
+    JSON, and the legacy NULL / '' / 'null' rows AC-23b names."""
+    store = activated_store(target)
+    session = store.session()
+    for i in range(3):
+        stamp = f"2026-08-01 00:00:0{i}+00:00"
+        store.subagent_message(
+            session, stamp, f"toolu_{i}", total_tokens=5, tool_use_count=1, duration_ms=9
+        )
+        store.subagent_row(
+            session,
+            f"toolu_{i}",
+            stamp,
+            tool_status="completed",
+            agent_status="completed",
+            settled_at=stamp,
+            total_tokens=5,
+            tool_use_count=1,
+            duration_ms=9,
+        )
+    for message_id, raw in {
+        **NOT_JSON,
+        "legacy-null": None,
+        "legacy-empty": "",
+        "legacy-null-text": "null",
+    }.items():
+        store.message(session, "2026-08-01 00:00:05+00:00", metadata=raw, message_id=message_id)
+    return store
+
+
+def test_metadata_that_is_not_json_is_named_and_read_as_empty(target, quick_project):
+    """Both dialects: no rule fails to evaluate, the same rows are named by a warning, and
+    every other rule reads them as ``{}`` (so the healthy store stays healthy)."""
+    from kandev_dq.facts.stored_text import stored_text_facts
+
+    _store_with_unreadable_metadata(target)
+    with StatementLog() as log:
+        report = run_check(quick_project, target.url, "pre_release")
+    assert unevaluated(report) == []
+    assert {r.expectation: r.severity for r in report.results if not r.success} == {
+        "expect_message_metadata_to_be_json": "warning"
+    }
+    finding = result(report, "expect_message_metadata_to_be_json")
+    assert finding.unexpected_count == len(NOT_JSON) and "AC-23b" in finding.rules
+    assert result(report, "expect_no_writer_shortfall_since_capture_since").observed_value == 0
+    if target.dialect == "postgresql":
+        # Located once per run (one bisection), then excluded by every later statement.
+        probes = [s for s in log.statements if s.startswith("SAVEPOINT kandev_dq_probe")]
+        assert 1 < len(probes) <= 40
+        assert any("unreadable_metadata_ids" in s for s in log.statements)
+    store = open_store(target.url)
+    try:  # outside a pinned run (a suite run directly through GX): the same rows
+        facts = facts_for(store.engine, "stored_text", stored_text_facts)
+    finally:
+        store.dispose()
+    assert [row["id"] for row in facts["metadata"]["sample"]] == sorted(NOT_JSON)
+
+
+def test_the_common_path_reads_every_message_once_more_at_most(target, quick_project):
+    """Without unreadable metadata nothing is located and nothing excluded: PostgreSQL's only
+    extra statement is the metadata rule's own single pass; SQLite's is folded into its scan."""
+    store = activated_store(target)
+    session = store.session()
+    store.subagent_message(session, "2026-08-01 00:00:01+00:00", "toolu_1")
+    with StatementLog() as log:
+        report = run_check(quick_project, target.url, "pre_release")
+    assert unevaluated(report) == []
+    probes = [s for s in log.statements if s.startswith("SAVEPOINT kandev_dq_probe")]
+    assert len(probes) == (1 if target.dialect == "postgresql" else 0)
+    assert not [s for s in log.statements if "unreadable_metadata_ids" in s]
+
+
+def test_the_backfill_skips_metadata_that_is_not_json(target):
+    """The runner reads such rows as ``{}`` too (skipped as non-subagent messages), on both
+    dialects, in the dry run and the real run, and reports them."""
+    target.create_base(subagents=None)
+    with target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "good", subagent_metadata("tc-good"), created_at=at(1))
+        for i, (message_id, raw) in enumerate(NOT_JSON.items()):
+            add_message(conn, message_id, raw, created_at=at(10 + i))
+    store = open_store(target.url, read_only=False)
+    try:
+        plan = migrate.run(store, dry_run=True)
+        report = migrate.run(store)
+    finally:
+        store.dispose()
+    assert plan.ok and plan.qualifying_messages == 1 and plan.backfill_rows == 1
+    assert report.ok, report.render()
+    backfill = report.step(migrate.STEP_BACKFILL)
+    assert backfill.status is Status.DONE
+    assert backfill.detail["unreadable_metadata"] == {
+        "count": len(NOT_JSON),
+        "ids": sorted(NOT_JSON),
+    }
+    assert "not JSON" in backfill.reason
+    assert set(subagent_rows(target.engine)) == {"good"}
+    assert report.keys[BACKFILL_THROUGH] and report.keys[CAPTURE_SINCE]
+
+
+def test_documents_only_postgresql_cannot_read(pg_target, quick_project):
+    """JSON SQLite reads but ``::jsonb`` rejects (a ``\\u0000`` escape, a number beyond
+    ``numeric``) is handled the same way on PostgreSQL: read as ``{}``, named, no abort."""
+    store = activated_store(pg_target)
+    session = store.session()
+    documents = {"pg-nul": '{"a": "\\u0000"}', "pg-huge": '{"a": 1e999999}'}
+    for message_id, raw in documents.items():
+        store.message(session, "2026-08-01 00:00:05+00:00", metadata=raw, message_id=message_id)
+    report = run_check(quick_project, pg_target.url, "nightly")
+    assert unevaluated(report) == []
+    finding = result(report, "expect_message_metadata_to_be_json")
+    assert finding.unexpected_count == len(documents)
+
+
+def test_unrelated_errors_are_not_mistaken_for_unreadable_metadata(target):
+    """Only PostgreSQL's JSON input error triggers the fallback; anything else propagates."""
+    target.create_base(subagents=None)
+    store = open_store(target.url)
+    try:
+        with store.snapshot() as conn, pytest.raises(sa.exc.DBAPIError, match="no_such_table"):
+            tolerating_unreadable_metadata(
+                conn, lambda c: c.exec_driver_sql("SELECT * FROM no_such_table").all()
+            )
+    finally:
+        store.dispose()
+
+
+# --- 5b. timestamps in unknown text forms (SQLite) -------------------------------------------
+
+UNREADABLE_STAMPS = {
+    "ts-dmy": "30/07/2026",
+    "ts-offset": "2026-07-30 01:39:37+02:00",
+    "ts-space": " 2026-07-30 01:39:37Z",
+    "ts-feb30": "2026-02-30 01:39:37Z",
+    "ts-ten-digits": "2026-07-30T01:39:37.1234567890Z",
+    "ts-lower-z": "2026-07-30T01:39:37z",
+}
+T_OK = "2026-08-01 00:00:09+00:00"
+
+
+def test_timestamps_in_unknown_text_forms_are_named(sqlite_target, quick_project):
+    """SQLite: a timestamp the exact-instant construct would misread is an error naming the
+    row (not a silent misclassification); recognised forms of every kind pass."""
+    from kandev_dq.facts.stored_text import stored_text_facts
+
+    store = activated_store(sqlite_target)
+    session = store.session()
+    for i, form in enumerate(
+        ("2026-08-01 00:00:01+00:00", "2026-08-01T00:00:02Z", "2026-08-01 00:00:03.5")
+    ):
+        store.subagent_message(session, form, f"toolu_{i}")
+        store.subagent_row(session, f"toolu_{i}", form, tool_status="completed", settled_at=form)
+    for message_id, stamp in UNREADABLE_STAMPS.items():
+        store.message(session, stamp, metadata={}, message_id=message_id, updated_at=T_OK)
+    store.message(session, T_OK, metadata={}, message_id="ts-epoch")
+    store.subagent_row(session, "toolu_late", "2026-08-01 00:00:04+02:00", id="row-offset")
+    with sqlite_target.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "UPDATE task_session_messages SET updated_at = 1785375577 WHERE id = 'ts-epoch'"
+        )
+    report = run_check(quick_project, sqlite_target.url, "pre_release")
+    assert unevaluated(report) == []
+    finding = result(report, "expect_timestamps_in_recognised_utc_form")
+    assert not finding.success and finding.severity == "error"
+    assert finding.observed_value == {
+        "task_session_messages.created_at": len(UNREADABLE_STAMPS),
+        "task_session_messages.updated_at": 1,
+        "task_session_subagents.observed_at": 1,
+        "task_session_subagents.updated_at": 1,
+    }
+    store_ = open_store(sqlite_target.url)
+    try:
+        facts = facts_for(store_.engine, "stored_text", stored_text_facts)
+    finally:
+        store_.dispose()
+    named = {(r["table"], r["column"], r["id"]) for r in facts["timestamps"]["sample"]}
+    messages = "task_session_messages"
+    assert {(messages, "created_at", i) for i in UNREADABLE_STAMPS} <= named
+    assert (messages, "updated_at", "ts-epoch") in named
+    assert ("task_session_subagents", "observed_at", "row-offset") in named
+
+
+def test_timestamps_on_postgresql_are_typed(pg_target, quick_project):
+    activated_store(pg_target)
+    report = run_check(quick_project, pg_target.url, "nightly")
+    finding = result(report, "expect_timestamps_in_recognised_utc_form")
+    assert finding.success and finding.observed_value == "not applicable"
+
+
+def test_the_backfill_refuses_timestamps_it_cannot_read(sqlite_target):
+    """SQLite: a qualifying message whose created_at is unreadable fails the backfill step
+    with the row named; no key, no row (AC-24a); once fixed, the next run completes."""
+    sqlite_target.create_base(subagents=None)
+    with sqlite_target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "good", subagent_metadata("tc-good"), created_at=at(1))
+        add_message(conn, "bad-stamp", subagent_metadata("tc-bad"), created_at="30/07/2026")
+    store = open_store(sqlite_target.url, read_only=False)
+    try:
+        failed = migrate.run(store)
+        backfill = failed.step(migrate.STEP_BACKFILL)
+        assert backfill.status is Status.FAILED
+        assert "'bad-stamp'" in backfill.reason and "30/07/2026" in backfill.reason
+        assert failed.keys[CAPTURE_SINCE] is None and failed.keys[BACKFILL_THROUGH] is None
+        assert failed.keys[EXECUTION_SINCE] is not None
+        assert subagent_rows(sqlite_target.engine) == {}
+        with sqlite_target.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "UPDATE task_session_messages SET created_at = '2026-07-30 00:00:00+00:00', "
+                "updated_at = '2026-07-30 00:00:00+00:00' WHERE id = 'bad-stamp'"
+            )
+        healed = migrate.run(store)
+    finally:
+        store.dispose()
+    assert healed.ok and healed.status(migrate.STEP_BACKFILL) is Status.DONE
+    assert set(subagent_rows(sqlite_target.engine)) == {"good", "bad-stamp"}
+
+
+# --- 5c. a ten-megabyte key ------------------------------------------------------------------
+
+
+def test_a_ten_megabyte_key(target, quick_project):
+    """A clear finding; the report, the ledger and the migration's report stay small; the
+    write-once rule still notices a rewrite of the huge value."""
+    huge = "2026-07-30T01:39:37Z" + "9" * 10_000_000
+    store = StoreBuilder(target.engine).create()
+    store.keys(huge, "", CAPTURE)
+    first = run_check(quick_project, target.url, "nightly")
+    assert unevaluated(first) == []
+    well_formed = result(first, "expect_activation_keys_to_be_well_formed")
+    assert not well_formed.success and "far longer than any RFC3339 instant" in well_formed.message
+    assert len(json.dumps(first.to_json(), default=str)) < 100_000
+    ledger = quick_project / "uncommitted" / "key_ledger.json"
+    assert ledger.stat().st_size < 10_000
+    again = run_check(quick_project, target.url, "nightly")
+    assert result(again, "expect_activation_keys_to_be_write_once").success
+    store.set_key(CAPTURE_SINCE, huge[:-1] + "8")
+    rewritten = run_check(quick_project, target.url, "nightly")
+    assert not result(rewritten, "expect_activation_keys_to_be_write_once").success
+    opened = open_store(target.url, read_only=False)
+    try:
+        report = migrate.run(opened)
+    finally:
+        opened.dispose()
+    assert len(report.render()) < 5_000 and len(json.dumps(report.to_dict())) < 5_000
+
+
+# --- 5d. text that is not UTF-8 (SQLite) -----------------------------------------------------
+
+
+def test_text_that_is_not_utf8(sqlite_target, quick_project):
+    """Bytes that are not UTF-8 in keys, ids and metadata (SQLite stores any bytes as TEXT):
+    every rule evaluates, the backfill copies them byte for byte."""
+    sqlite_target.create_base(subagents=None)
+    document = json.dumps(subagent_metadata("tc-XX", description="desc-XX")).encode()
+    raw = document.replace(b"XX", b"\xff\xfe").hex()
+    with sqlite_target.engine.begin() as conn:
+        add_session(conn)
+        conn.exec_driver_sql(
+            "INSERT INTO task_session_messages (id, task_session_id, task_id, turn_id, content, "
+            "metadata, created_at, updated_at) VALUES (CAST(x'6d2dff' AS TEXT), 's1', 't1', "
+            f"'u1', '', CAST(x'{raw}' AS TEXT), '2026-07-30 01:00:00+00:00', "
+            "'2026-07-30 01:00:00+00:00')"
+        )
+        conn.exec_driver_sql(
+            "INSERT INTO kandev_meta (key, value) VALUES ('other_feature', CAST(x'41ff42' AS TEXT))"
+        )
+    store = open_store(sqlite_target.url, read_only=False)
+    try:
+        report = migrate.run(store)
+    finally:
+        store.dispose()
+    assert report.ok and report.backfill_rows == 1, report.render()
+    with sqlite_target.engine.connect() as conn:
+        copied = conn.exec_driver_sql(
+            "SELECT hex(id), hex(tool_call_id), hex(description) FROM task_session_subagents"
+        ).one()
+    assert copied == ("6D2DFF", b"tc-\xff\xfe".hex().upper(), b"desc-\xff\xfe".hex().upper())
+    checked = run_check(quick_project, sqlite_target.url, "pre_release")
+    assert unevaluated(checked) == []
+    assert checked.success, [(r.expectation, r.message) for r in checked.results if not r.success]
+
+
+# --- 5e-5h. missing tables, extra columns, an empty store, a locked file ----------------------
+
+
+@pytest.mark.parametrize("missing", ["task_sessions", "task_session_messages", "kandev_meta"])
+def test_a_missing_table_is_a_clear_exit_2(target, quick_project, capsys, missing):
+    target.create_base(subagents=None)
+    with target.engine.begin() as conn:
+        cascade = " CASCADE" if target.dialect == "postgresql" else ""
+        conn.exec_driver_sql(f"DROP TABLE {missing}{cascade}")
+    code, out, err = cli(capsys, "check", "--store", target.url, "--project", str(quick_project))
+    assert code == 2 and out == ""
+    assert err.startswith("kandev-dq: error:") and len(err.strip().splitlines()) == 1
+    assert f"missing table(s) {missing}" in err
+
+
+def test_extra_unknown_columns_change_nothing(target, quick_project):
+    _store_with_unreadable_metadata(target)  # any store with rows in every table will do
+    with target.engine.begin() as conn:
+        for table in (*(t.name for t in schema.BASE_TABLES), schema.SUBAGENTS):
+            conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN zz_unknown TEXT DEFAULT 'x'")
+    report = run_check(quick_project, target.url, "pre_release")
+    assert unevaluated(report) == []
+    assert {r.expectation for r in report.results if not r.success} == {
+        "expect_message_metadata_to_be_json"
+    }
+
+
+def test_migrating_a_table_with_an_unknown_column(target):
+    """SQLite's rebuild refuses to drop a column it does not know (the old table stays whole,
+    AC-33a); PostgreSQL's ALTER path keeps it."""
+    target.create_base(subagents="pre_amendment")
+    with target.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE task_session_subagents ADD COLUMN zz_unknown TEXT")
+        add_session(conn)
+        add_subagent_row(conn, amended=False, id="old", tool_call_id="tc-old")
+    store = open_store(target.url, read_only=False)
+    try:
+        report = migrate.run(store)
+    finally:
+        store.dispose()
+    if target.dialect == "sqlite":
+        amend = report.step(migrate.STEP_AMEND)
+        assert amend.status is Status.FAILED and "refusing to drop them" in amend.reason
+        assert report.shape.describe() == "pre-amendment"
+        assert report.keys[EXECUTION_SINCE] is None
+    else:
+        assert report.ok and report.shape.end_state_holds
+        assert "zz_unknown" in report.shape.columns
+    assert set(subagent_rows(target.engine)) == {"old"}
+
+
+def test_an_empty_store(target, quick_project, capsys):
+    """Base tables, no rows, no keys: exit 1 with findings, every rule evaluated."""
+    target.create_base(subagents=None)
+    args = ("--store", target.url, "--project", str(quick_project), "--format", "json")
+    code, out, _ = cli(capsys, "check", "--checkpoint", "pre_release", *args)
+    report = json.loads(out)
+    assert code == 1 and report["state"] == "not_activated"
+    assert not [r for r in report["results"] if r["message"].startswith("could not evaluate")]
+    failed = {r["expectation"] for r in report["results"] if not r["success"]}
+    assert {
+        "expect_subagents_table_to_exist",
+        "expect_no_writer_shortfall_since_capture_since",
+    } <= failed
+
+
+_HOLDER = r"""
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_locked_sqlite_store_is_a_clear_exit_2(sqlite_target, quick_project, capsys):
+    """Another process holds ``BEGIN EXCLUSIVE``: the busy timeout, then one line, exit 2."""
+    StoreBuilder(sqlite_target.engine).create().keys(CAPTURE, "", CAPTURE)
+    sqlite_target.engine.dispose()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, sqlite_target.url], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        code, out, err = cli(
+            capsys, "check", "--store", sqlite_target.url, "--project", str(quick_project)
+        )
+        waited = time.monotonic() - started
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "locked by another process" in err
+    assert 4.5 <= waited < 30
+
+
+_CRASHING_WRITER = r"""
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE task_session_messages SET content = hex(randomblob(2000))")
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_hot_journal_is_a_clear_exit_2(sqlite_target, quick_project, capsys):
+    """A writer killed mid-transaction leaves a hot journal only a read-write open can roll
+    back: a read-only check says so in one line (exit 2); once rolled back, it runs."""
+    store = activated_store(sqlite_target)
+    session = store.session()
+    for i in range(200):
+        store.message(session, f"2026-08-01 00:00:{i % 60:02d}+00:00", metadata={})
+    sqlite_target.engine.dispose()
+    crashed = subprocess.run([sys.executable, "-c", _CRASHING_WRITER, sqlite_target.url])
+    assert crashed.returncode == -signal.SIGKILL
+    assert Path(f"{sqlite_target.url}-journal").stat().st_size > 0
+    code, out, err = cli(
+        capsys, "check", "--store", sqlite_target.url, "--project", str(quick_project)
+    )
+    assert code == 2 and "hot journal" in err and len(err.strip().splitlines()) == 1
+    with sqlite_target.engine.connect() as conn:  # a read-write open rolls the journal back
+        conn.exec_driver_sql("PRAGMA quick_check").all()
+    sqlite_target.engine.dispose()
+    code, out, err = cli(
+        capsys, "check", "--store", sqlite_target.url, "--project", str(quick_project)
+    )
+    assert code == 0, out + err
