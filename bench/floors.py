@@ -16,7 +16,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq.instants import (
+from kandev_dq.contract.instants import (
     ACTIVATION_KEYS,
     BACKFILL_THROUGH,
     CAPTURE_SINCE,

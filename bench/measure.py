@@ -22,17 +22,17 @@ import sqlalchemy as sa
 
 from bench import floors
 from bench.stores import Copy
-from kandev_dq import migrate
-from kandev_dq.check import gx_url
 from kandev_dq.facts.activation import activation_facts, disclosure_facts, sentinel_backfill_facts
 from kandev_dq.facts.backfill import backfill_facts
 from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.schema_facts import schema_facts
 from kandev_dq.facts.stored_text import stored_text_facts
-from kandev_dq.ledger import store_identity
-from kandev_dq.snapshot import facts_for, pinned, read_snapshot
-from kandev_dq.store import open_store
+from kandev_dq.migration import runner as migrate
+from kandev_dq.run.check import gx_url
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.store.access import open_store
+from kandev_dq.store.snapshot import facts_for, pinned, read_snapshot
 
 #: The GX metric of each family of facts -> the function that computes it.
 COMPUTE = {

@@ -28,8 +28,8 @@ import sqlalchemy as sa
 
 from bench import measure, report
 from bench.stores import Stores, postgres_server
-from kandev_dq import sample
-from kandev_dq.project import build_project
+from kandev_dq.lab import sample
+from kandev_dq.run.project import build_project
 
 CHECKPOINTS = ("pre_release", "nightly")
 LIVE_PER_UNIT = 10

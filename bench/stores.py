@@ -17,7 +17,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
-from kandev_dq import sample
+from kandev_dq.lab import sample
 
 POSTGRES_ENV = ("KANDEV_BENCH_POSTGRES_URL", "KANDEV_TEST_POSTGRES_URL")
 

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from kandev_dq import schema
+from kandev_dq.contract import tables as schema
 
 PG_ENV = "KANDEV_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -90,7 +90,7 @@ def _sqlite_target(tmp_path) -> StoreTarget:
 @pytest.fixture(scope="session")
 def built_project(tmp_path_factory):
     """The GX project as the code defines it (suites, checkpoints), built once per worker."""
-    from kandev_dq.project import build_project
+    from kandev_dq.run.project import build_project
 
     return build_project(tmp_path_factory.mktemp("gx") / "project")
 

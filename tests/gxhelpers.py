@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from kandev_dq.check import CheckReport, RuleResult, run_check
+from kandev_dq.run.check import CheckReport, RuleResult, run_check
 
 REPO = Path(__file__).resolve().parent.parent
 PROJECT_PARTS = ("great_expectations.yml", "expectations", "checkpoints", "validation_definitions")
@@ -30,7 +30,7 @@ def result(report: CheckReport, expectation: str) -> RuleResult:
 
 def suite_types(suite: str) -> set[str]:
     """The expectation types of one suite, as the code builds it."""
-    from kandev_dq.project import SUITES
+    from kandev_dq.run.project import SUITES
 
     return {e.expectation_type for e in SUITES[suite]()}
 

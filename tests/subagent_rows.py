@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq import schema
+from kandev_dq.contract import tables as schema
 
 T0 = datetime(2026, 7, 30, 1, 39, 37, 271235, tzinfo=UTC)
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
-from kandev_dq.storebuilder import T0, StoreBuilder
+from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from tests.gxhelpers import check, failed, result
 
 ACTIVATION = "activation"

@@ -14,16 +14,16 @@ import sqlalchemy as sa
 from rich.console import Console
 from sqlalchemy.engine import make_url
 
-from kandev_dq import project as project_module
-from kandev_dq import runs
-from kandev_dq.audit import MARKER, run_audit
-from kandev_dq.check import run_check
+from kandev_dq.contract.instants import BACKFILL_THROUGH
 from kandev_dq.errors import KandevDqError
-from kandev_dq.history import history, render
-from kandev_dq.instants import BACKFILL_THROUGH
-from kandev_dq.ledger import store_identity
-from kandev_dq.progress import PlainProgress, RichProgress
-from kandev_dq.storebuilder import StoreBuilder
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.report.audit import MARKER, run_audit
+from kandev_dq.report.history import history, render
+from kandev_dq.run import checkpoint as runs
+from kandev_dq.run import project as project_module
+from kandev_dq.run.check import run_check
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.progress import PlainProgress, RichProgress
 from tests.test_check_cli import kandev_dq
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"

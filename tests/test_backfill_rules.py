@@ -10,10 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import migrate, sample, schema
+from kandev_dq.contract import tables as schema
 from kandev_dq.facts.backfill import backfill_facts
-from kandev_dq.store import open_store
-from kandev_dq.storebuilder import StoreBuilder
+from kandev_dq.lab import sample
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
 from tests.gxhelpers import check, failed, result
 from tests.subagent_rows import add_message, add_session, at, subagent_metadata
 

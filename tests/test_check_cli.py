@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from kandev_dq.storebuilder import StoreBuilder
+from kandev_dq.lab.storebuilder import StoreBuilder
 from tests.gxhelpers import check
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"

@@ -1,7 +1,7 @@
 """Every data-observable AC has an expectation; every cited AC exists; the README's table is
 generated from the project, not hand-kept."""
 
-from kandev_dq.coverage import (
+from kandev_dq.report.coverage import (
     README_END,
     README_START,
     coverage_rows,

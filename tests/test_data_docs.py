@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from kandev_dq.expectations.activation import ExpectNoBackfillRowsUnderSentinel
-from kandev_dq.storebuilder import T0, StoreBuilder
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from tests.gxhelpers import check
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -468,7 +468,7 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     """Results from a run the register never saw (e.g. a checkpoint run through GX directly)
     still give the state and each key's kind; the store and raw values say "not recorded".
     Needs no browser: the site is also checked for remote assets here."""
-    from kandev_dq.docs import REGISTER, build_docs
+    from kandev_dq.report.site import REGISTER, build_docs
 
     _failing_store(sqlite_target)
     check(project, sqlite_target)

@@ -1,6 +1,6 @@
 """The fault corpus proves the suite's verdicts, on SQLite and PostgreSQL.
 
-Each scenario of :mod:`kandev_dq.scenarios` is built on both dialects and validated with
+Each scenario of :mod:`kandev_dq.lab.scenarios` is built on both dialects and validated with
 ``pre_release``: a fault is caught at its severity by an expectation citing one of its AC ids, a
 healthy scenario has no error and exactly the findings it declares, both dialects fail the same
 expectations at the same severities, and ``docs/detection-matrix.md`` holds exactly the row the
@@ -14,12 +14,12 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import scenarios
-from kandev_dq.catalogue import BY_ID
+from kandev_dq.contract.catalogue import BY_ID
 from kandev_dq.errors import KandevDqError
-from kandev_dq.project import SUITES
-from kandev_dq.scenarios import SCENARIOS, SEVERITIES
-from kandev_dq.store import open_store
+from kandev_dq.lab import scenarios
+from kandev_dq.lab.scenarios import SCENARIOS, SEVERITIES
+from kandev_dq.run.project import SUITES
+from kandev_dq.store.access import open_store
 from tests.gxhelpers import REPO
 
 MATRIX = REPO / "docs" / "detection-matrix.md"

@@ -15,7 +15,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kandev_dq.dialect import (
+from kandev_dq.contract.instants import STORAGE_FORMS, parse_key, parse_stored
+from kandev_dq.contract.tables import StoredTimestamp
+from kandev_dq.sql.dialect import (
     at_or_after,
     before,
     instant_param,
@@ -25,8 +27,6 @@ from kandev_dq.dialect import (
     metadata_doc,
     utc_instant,
 )
-from kandev_dq.instants import STORAGE_FORMS, parse_key, parse_stored
-from kandev_dq.schema import StoredTimestamp
 
 probe_meta = sa.MetaData()
 probe = sa.Table(

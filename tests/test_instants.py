@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kandev_dq.instants import (
+from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     SENTINEL,

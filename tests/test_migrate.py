@@ -25,8 +25,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from kandev_dq import migrate, schema
-from kandev_dq.instants import (
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
@@ -34,9 +34,10 @@ from kandev_dq.instants import (
     go_sqlite_text,
     parse_key,
 )
-from kandev_dq.migrate import Status
-from kandev_dq.observe import SubagentsShape, observe_subagents
-from kandev_dq.store import open_store
+from kandev_dq.migration import runner as migrate
+from kandev_dq.migration.runner import Status
+from kandev_dq.store.access import open_store
+from kandev_dq.store.observe import SubagentsShape, observe_subagents
 from tests.subagent_rows import (
     add_message,
     add_session,
@@ -428,7 +429,7 @@ def test_failed_rebuild_leaves_the_old_table_whole_and_retries(target, caplog):
     seed(target, _old_rows(target))
     rows_before, shape_before = subagent_rows(target.engine), observe(target)
 
-    with caplog.at_level(logging.WARNING, logger="kandev_dq.migrate"):
+    with caplog.at_level(logging.WARNING, logger="kandev_dq.migration.runner"):
         report = run_migration(target, fail_on(_late_upgrade_statement(target)))
 
     assert not report.ok
@@ -516,7 +517,7 @@ def test_upgrade_and_backfill_complete_in_one_run_in_order(target):
 def test_failed_backfill_writes_no_key_and_no_row_then_retries(target, caplog):
     base_store(target, "amended")
     seed(target, history)
-    with caplog.at_level(logging.WARNING, logger="kandev_dq.migrate"):
+    with caplog.at_level(logging.WARNING, logger="kandev_dq.migration.runner"):
         report = run_migration(target, fail_on(BACKFILL_INSERT, after=True))
     assert report.status(migrate.STEP_BACKFILL) is Status.FAILED
     assert f"migration failed name={migrate.STEP_BACKFILL} error=" in caplog.text
@@ -1048,8 +1049,8 @@ def test_existing_live_rows_win(target):
 
 _CONCURRENT_CHILD = r"""
 import json, os, sys, time
-from kandev_dq import migrate
-from kandev_dq.store import open_store
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
 url, go = sys.argv[1], sys.argv[2]
 store = open_store(url, read_only=False)
 while not os.path.exists(go):
@@ -1103,7 +1104,7 @@ def test_a_run_waits_for_the_lock_holder(target, caplog):
     else:
         holder.exec_driver_sql("BEGIN IMMEDIATE")
     result = {}
-    with caplog.at_level(logging.INFO, logger="kandev_dq.migrate"):
+    with caplog.at_level(logging.INFO, logger="kandev_dq.migration.runner"):
         thread = threading.Thread(target=lambda: result.update(report=run_migration(target)))
         thread.start()
         deadline = time.monotonic() + 20
@@ -1128,8 +1129,8 @@ def test_a_run_waits_for_the_lock_holder(target, caplog):
 _STALLING_CHILD = r"""
 import re, sys, time
 import sqlalchemy as sa
-from kandev_dq import migrate
-from kandev_dq.store import open_store
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
 url, marker = sys.argv[1], sys.argv[2]
 store = open_store(url, read_only=False)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import schema
-from kandev_dq.observe import ForeignKeyShape, IndexShape, observe_subagents
-from kandev_dq.store import open_store
+from kandev_dq.contract import tables as schema
+from kandev_dq.store.access import open_store
+from kandev_dq.store.observe import ForeignKeyShape, IndexShape, observe_subagents
 
 SESSION_FK = ForeignKeyShape(("task_session_id",), "task_sessions", ("id",), "CASCADE")
 

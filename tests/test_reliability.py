@@ -23,16 +23,17 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from kandev_dq import migrate, schema
-from kandev_dq.check import run_check
 from kandev_dq.cli import main
-from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
-from kandev_dq.migrate import Status
-from kandev_dq.queries import tolerating_unreadable_metadata
-from kandev_dq.sample import append_live_traffic, create_store, generate
-from kandev_dq.snapshot import facts_for
-from kandev_dq.store import open_store
-from kandev_dq.storebuilder import StoreBuilder
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
+from kandev_dq.lab.sample import append_live_traffic, create_store, generate
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.migration import runner as migrate
+from kandev_dq.migration.runner import Status
+from kandev_dq.run.check import run_check
+from kandev_dq.sql.messages import tolerating_unreadable_metadata
+from kandev_dq.store.access import open_store
+from kandev_dq.store.snapshot import facts_for
 from tests.gxhelpers import result
 from tests.subagent_rows import (
     add_message,
@@ -181,7 +182,7 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
     migration and an unreachable server never show it, in output, logs (GX's at DEBUG
     included), the JSON report, the data docs, the ledger, the validation results or any file
     written under the project or the audit folder."""
-    import kandev_dq.project as project_module
+    import kandev_dq.run.project as project_module
 
     store = activated_store(pg_target)
     session = store.session()

@@ -19,8 +19,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kandev_dq.dialect import recognised_utc_text, utc_instant
-from kandev_dq.instants import (
+from kandev_dq.contract.instants import (
     KEY_RANGE,
     MalformedKey,
     fixed_text,
@@ -28,7 +27,8 @@ from kandev_dq.instants import (
     parse_key,
     parse_stored,
 )
-from kandev_dq.queries import subagent_messages, tolerating_unreadable_metadata
+from kandev_dq.sql.dialect import recognised_utc_text, utc_instant
+from kandev_dq.sql.messages import subagent_messages, tolerating_unreadable_metadata
 from tests.subagent_rows import add_message, add_session
 
 # --- activation keys: near-miss garbage against an oracle --------------------------------------
@@ -40,7 +40,7 @@ _KEY = re.compile(
 
 
 def _expected_key(text: str) -> tuple[datetime, int] | None:
-    """RFC3339 as CONTRACT §5 reads it, written independently of kandev_dq.instants."""
+    """RFC3339 as CONTRACT §5 reads it, written independently of kandev_dq.contract.instants."""
     match = _KEY.fullmatch(text)
     if match is None:
         return None

@@ -24,11 +24,12 @@ from urllib.parse import quote
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import migrate, schema
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
 from kandev_dq.errors import StoreError
-from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
-from kandev_dq.observe import observe_subagents
-from kandev_dq.store import open_store
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
+from kandev_dq.store.observe import observe_subagents
 from tests.subagent_rows import add_message, add_session, add_subagent_row, at, subagent_metadata
 
 TRIALS = 20

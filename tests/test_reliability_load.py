@@ -19,12 +19,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq.check import run_check
+from kandev_dq.contract.instants import parse_stored
 from kandev_dq.facts.rows import row_facts
-from kandev_dq.instants import parse_stored
-from kandev_dq.snapshot import facts_for, pinned
-from kandev_dq.store import open_store
-from kandev_dq.storebuilder import StoreBuilder
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.run.check import run_check
+from kandev_dq.store.access import open_store
+from kandev_dq.store.snapshot import facts_for, pinned
 from tests.gxhelpers import result
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
@@ -35,8 +35,8 @@ _WRITER = r"""
 import json, os, sys, time, uuid
 from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
-from kandev_dq import schema
-from kandev_dq.store import resolve_url
+from kandev_dq.contract import tables as schema
+from kandev_dq.store.access import resolve_url
 
 url, session, task, turn, limit, seconds, stop = sys.argv[1:8]
 # A plain engine: pysqlite's own transaction handling makes the two INSERTs one transaction.

@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import schema
+from kandev_dq.contract import tables as schema
 from kandev_dq.facts.rows import row_facts
-from kandev_dq.storebuilder import T0, StoreBuilder
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from tests.gxhelpers import check, failed, result
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0

@@ -11,8 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import sample, schema
-from kandev_dq.dialect import (
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, go_sqlite_text, parse_stored
+from kandev_dq.lab import sample
+from kandev_dq.sql.dialect import (
     at_or_after,
     before,
     instant_param,
@@ -21,7 +23,6 @@ from kandev_dq.dialect import (
     json_text,
     metadata_doc,
 )
-from kandev_dq.instants import CAPTURE_SINCE, Instant, go_sqlite_text, parse_stored
 
 M = schema.task_session_messages
 GO_TEXT = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{0,5}[1-9])?\+00:00")
@@ -155,8 +156,7 @@ def test_scale_one_population_is_exact(target):
     parents = [
         r
         for r in rows
-        if (r.task_session_id, r.tool_call_id)
-        == (child.task_session_id, child.parent_tool_call_id)
+        if (r.task_session_id, r.tool_call_id) == (child.task_session_id, child.parent_tool_call_id)
     ]
     assert len(parents) == 1 and parents[0].created_at < child.created_at
     assert len({(r.task_session_id, r.tool_call_id) for r in rows}) == 253

@@ -8,9 +8,10 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from kandev_dq import migrate, schema
-from kandev_dq.store import open_store
-from kandev_dq.storebuilder import StoreBuilder
+from kandev_dq.contract import tables as schema
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
 from tests.gxhelpers import check, failed, result
 
 TABLE = "expect_subagents_table_to_exist"

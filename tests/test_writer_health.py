@@ -8,10 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from kandev_dq import migrate, sample
-from kandev_dq.instants import CAPTURE_SINCE
-from kandev_dq.store import open_store
-from kandev_dq.storebuilder import T0, StoreBuilder
+from kandev_dq.contract.instants import CAPTURE_SINCE
+from kandev_dq.lab import sample
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
 from tests.gxhelpers import check, failed, result
 
 US = timedelta(microseconds=1)

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.store import redact
+from kandev_dq.store.access import redact
 
 app = typer.Typer(
     add_completion=False,
@@ -59,7 +59,7 @@ QuietOption = Annotated[
 
 def _progress(quiet: bool):
     """Per-suite progress on stderr (a bar on a terminal, plain lines elsewhere), or none."""
-    from kandev_dq.progress import for_console
+    from kandev_dq.run.progress import for_console
 
     return None if quiet else for_console(err)
 
@@ -81,7 +81,7 @@ class Shape(StrEnum):
 
 
 def _project(project: Path | None) -> Path:
-    from kandev_dq.project import default_project
+    from kandev_dq.run.project import default_project
 
     return project or default_project()
 
@@ -98,8 +98,8 @@ def sample(
     ] = Shape.none,
 ) -> None:
     """Generate a Kandev-shaped sample store (a store predating the feature by default)."""
-    from kandev_dq.sample import create_store, generate
-    from kandev_dq.store import open_store, resolve_url
+    from kandev_dq.lab.sample import create_store, generate
+    from kandev_dq.store.access import open_store, resolve_url
 
     url = resolve_url(out_target)
     if url.get_backend_name() == "sqlite" and Path(url.database or "").exists():
@@ -134,8 +134,8 @@ def migrate(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
-    from kandev_dq import migrate as migration
-    from kandev_dq.store import open_store
+    from kandev_dq.migration import runner as migration
+    from kandev_dq.store.access import open_store
 
     opened = open_store(store, read_only=dry_run)
     try:
@@ -161,7 +161,7 @@ def check(
     quiet: QuietOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
-    from kandev_dq.check import run_check, verdict_line
+    from kandev_dq.run.check import run_check, verdict_line
 
     report = run_check(_project(project), store, checkpoint, _progress(quiet))
     if output is Format.json:
@@ -200,8 +200,8 @@ def audit(
     quiet: QuietOption = False,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
-    from kandev_dq.audit import run_audit
-    from kandev_dq.check import verdict_line
+    from kandev_dq.report.audit import run_audit
+    from kandev_dq.run.check import verdict_line
 
     done = run_audit(_project(project), store, out_dir, _progress(quiet))
     out.print(verdict_line(done.report), markup=False)
@@ -217,8 +217,8 @@ def history(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """Past runs of a store in this project, newest first: when each rule started failing."""
-    from kandev_dq.history import history as past_runs
-    from kandev_dq.history import render
+    from kandev_dq.report.history import history as past_runs
+    from kandev_dq.report.history import render
 
     past = past_runs(_project(project), store, limit)
     if output is Format.json:
@@ -236,7 +236,7 @@ def docs(
     ] = False,
 ) -> None:
     """(Re)build the data docs from the stored validation results and print the index path."""
-    from kandev_dq.docs import build_docs
+    from kandev_dq.report.site import build_docs
 
     built = build_docs(_project(project))
     if built.index is None:
@@ -265,8 +265,8 @@ def demo(
     scale: Annotated[int, typer.Option(min=1, help="Sample scale units.")] = 1,
 ) -> None:
     """Generate a sample store, migrate it, run pre_release and build the data docs."""
-    from kandev_dq.check import verdict_line
-    from kandev_dq.demo import run_demo
+    from kandev_dq.lab.demo import run_demo
+    from kandev_dq.run.check import verdict_line
 
     result = run_demo(
         folder, postgres_url=postgres, scale=scale, say=lambda line: out.print(line, markup=False)
@@ -282,7 +282,7 @@ def init(
     folder: Annotated[Path, typer.Argument(help="Folder to write the GX project into.")],
 ) -> None:
     """Write a working GX project (yml, suites, validation definitions, checkpoints)."""
-    from kandev_dq.project import PROJECT_FILE, build_project
+    from kandev_dq.run.project import PROJECT_FILE, build_project
 
     if (folder / PROJECT_FILE).is_file() and folder.resolve() != Path.cwd().resolve():
         raise KandevDqError(f"{folder} already holds a GX project: not overwriting it")
@@ -299,7 +299,7 @@ def rules(
     ] = None,
 ) -> None:
     """The coverage table: AC -> expectation -> suite -> severity."""
-    from kandev_dq.coverage import coverage_rows, markdown_table, with_table
+    from kandev_dq.report.coverage import coverage_rows, markdown_table, with_table
 
     rows = coverage_rows(_project(project))
     if readme is not None:
@@ -329,7 +329,7 @@ ScenarioStore = Annotated[
 @scenarios_app.command("list")
 def scenarios_list() -> None:
     """Every scenario: its name, what the suite must say about it, what it is."""
-    from kandev_dq.scenarios import SCENARIOS
+    from kandev_dq.lab.scenarios import SCENARIOS
 
     if out.is_terminal:
         table = Table("scenario", "expected", "what it is")
@@ -344,7 +344,7 @@ def scenarios_list() -> None:
 @scenarios_app.command("build")
 def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
     """Build one scenario into an empty store; refuses a store that holds Kandev tables."""
-    from kandev_dq import scenarios
+    from kandev_dq.lab import scenarios
 
     scenario = scenarios.get(name)
     seconds = scenarios.materialise(name, store)
@@ -366,7 +366,7 @@ def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
 @scenarios_app.command("between-runs")
 def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
     """Apply a two-run scenario's mutation to its store, between its two checks."""
-    from kandev_dq import scenarios
+    from kandev_dq.lab import scenarios
 
     scenarios.apply_between_runs(name, store)
     out.print(f"applied the between-runs mutation of {name} to {redact(store)}", markup=False)

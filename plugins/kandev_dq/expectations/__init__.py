@@ -2,7 +2,7 @@
 
 Importing this package registers every expectation and facts metric with GX; it must happen
 before any suite, checkpoint or data docs are loaded (GX drops unknown expectation types from
-a suite silently), which :mod:`kandev_dq.project` guarantees.
+a suite silently), which :mod:`kandev_dq.run.project` guarantees.
 """
 
 from kandev_dq.expectations import (

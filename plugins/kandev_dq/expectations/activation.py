@@ -10,14 +10,7 @@ from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
 
-from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
-from kandev_dq.facts.activation import (
-    STATES,
-    activation_facts,
-    disclosure_facts,
-    sentinel_backfill_facts,
-)
-from kandev_dq.instants import (
+from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
@@ -25,8 +18,15 @@ from kandev_dq.instants import (
     Precision,
     parse_key,
 )
-from kandev_dq.ledger import KeyLedger, changes, store_identity
-from kandev_dq.snapshot import current_run
+from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
+from kandev_dq.facts.activation import (
+    STATES,
+    activation_facts,
+    disclosure_facts,
+    sentinel_backfill_facts,
+)
+from kandev_dq.run.ledger import KeyLedger, changes, store_identity
+from kandev_dq.store.snapshot import current_run
 
 _ONE_SECOND = timedelta(seconds=1)
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)

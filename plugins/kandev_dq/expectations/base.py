@@ -27,7 +27,7 @@ from great_expectations.render import (
 )
 from great_expectations.render.renderer.renderer import renderer
 
-from kandev_dq.snapshot import facts_for
+from kandev_dq.store.snapshot import facts_for
 
 
 def register_facts(
@@ -137,7 +137,7 @@ class KandevExpectation(BatchExpectation):
         config = configuration or (result.expectation_config if result else None)
         severity = getattr(config, "severity", None) if config is not None else None
         severity = getattr(severity, "value", severity) or "critical"
-        severity = SEVERITY_WORDS.get(severity, severity)
+        severity = severity_word(severity)
         return [
             RenderedStringTemplateContent(
                 content_block_type="string_template",
@@ -212,8 +212,10 @@ class KandevExpectation(BatchExpectation):
         ]
 
 
-#: GX's ``critical`` is kandev-dq's ``error`` (the word the CLI and reports use).
-SEVERITY_WORDS = {"critical": "error"}
+def severity_word(gx_severity: str | None) -> str:
+    """kandev-dq's word for a GX severity: GX's ``critical`` (and no severity, GX's default)
+    is ``error``, the word the CLI, the JSON and the docs use; ``warning`` and ``info`` stay."""
+    return "error" if gx_severity in (None, "", "critical") else gx_severity
 
 
 def _short(value: Any) -> str:

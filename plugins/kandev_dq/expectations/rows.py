@@ -14,7 +14,7 @@ rule's wording:
   rule says in its finding that it does not apply (the schema suite reports the shape).
 * **Samples with keys, exact timestamps.** Samples are pushed down, capped and carry the
   primary key and the three-column key; ``observed_at <= updated_at`` compares exact instants
-  (:class:`~kandev_dq.dialect.utc_instant`), which a built-in pair comparison would compare
+  (:class:`~kandev_dq.sql.dialect.utc_instant`), which a built-in pair comparison would compare
   as raw text on SQLite.
 
 Each rule that passes trivially on an empty or all-NULL table has a partner noticing it:
@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
 
+from kandev_dq.contract.tables import TOOL_STATUSES
 from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
 from kandev_dq.facts.rows import row_facts
-from kandev_dq.schema import TOOL_STATUSES
 
 ROWS = register_facts("kandev.row_facts", row_facts)
 

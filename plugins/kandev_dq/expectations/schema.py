@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from kandev_dq import schema
+from kandev_dq.contract import tables as schema
 from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
 from kandev_dq.facts.schema_facts import schema_facts
 

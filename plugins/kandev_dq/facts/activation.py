@@ -12,8 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq.dialect import at_or_after, before, instant_param
-from kandev_dq.instants import (
+from kandev_dq.contract.instants import (
     ACTIVATION_KEYS,
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
@@ -24,8 +23,9 @@ from kandev_dq.instants import (
     Precision,
     read_key,
 )
-from kandev_dq.observe import observe_subagents
-from kandev_dq.queries import (
+from kandev_dq.contract.tables import UNKNOWN_EXECUTION, kandev_meta, subagents
+from kandev_dq.sql.dialect import at_or_after, before, instant_param
+from kandev_dq.sql.messages import (
     count_and_sample,
     display,
     every_document_parsed,
@@ -33,7 +33,7 @@ from kandev_dq.queries import (
     sample_of,
     subagent_messages,
 )
-from kandev_dq.schema import UNKNOWN_EXECUTION, kandev_meta, subagents
+from kandev_dq.store.observe import observe_subagents
 
 STATES = ("fully_activated", "capture_only", "execution_only", "not_activated")
 _LEGACY_TOLERANCE = timedelta(seconds=1)

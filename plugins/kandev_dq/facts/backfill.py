@@ -1,13 +1,14 @@
 """Facts behind the backfill reconciliation rules (CONTRACT §4): every ``source='backfill'`` row
 against the row its message should have produced.
 
-The expected rows are the migration runner's own mapping, :func:`kandev_dq.migrate.backfill_select`
-(one winner per ``(task_session_id, tool_call_id)``, AC-21b; the AC-21 predicate; the §2
-NULL/zero/negative/empty rules), used here as a subquery: the runner and this check share one
-definition. Each row is joined to the expected row of its key and every field family is counted
-in ONE statement (``SUM(CASE …)`` over the joined set); capped samples are read only for the
-families with a non-zero count. Comparisons are NULL-safe (``IS DISTINCT FROM``) and timestamps
-are compared as exact instants (:class:`kandev_dq.dialect.utc_instant`).
+The expected rows are the migration runner's own mapping,
+:func:`kandev_dq.migration.runner.backfill_select` (one winner per ``(task_session_id,
+tool_call_id)``, AC-21b; the AC-21 predicate; the §2 NULL/zero/negative/empty rules), used here
+as a subquery: the runner and this check share one definition. Each row is joined to the
+expected row of its key and every field family is counted in ONE statement (``SUM(CASE …)`` over
+the joined set); capped samples are read only for the families with a non-zero count.
+Comparisons are NULL-safe (``IS DISTINCT FROM``) and timestamps are compared as exact instants
+(:class:`kandev_dq.sql.dialect.utc_instant`).
 
 A healthy store may legitimately differ from its messages in two ways, and neither is a fault:
 
@@ -30,12 +31,18 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq import migrate, schema
-from kandev_dq.dialect import at_or_after, before, instant_param, utc_instant
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.facts.activation import read_keys
-from kandev_dq.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
-from kandev_dq.observe import EXECUTION_COLUMN, observe_subagents
-from kandev_dq.queries import count_and_sample, every_document_parsed, qualifies, subagent_messages
+from kandev_dq.migration import runner as migrate
+from kandev_dq.sql.dialect import at_or_after, before, instant_param, utc_instant
+from kandev_dq.sql.messages import (
+    count_and_sample,
+    every_document_parsed,
+    qualifies,
+    subagent_messages,
+)
+from kandev_dq.store.observe import EXECUTION_COLUMN, observe_subagents
 
 #: The field families, each judged by one rule.
 FAMILIES = (

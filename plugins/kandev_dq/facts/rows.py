@@ -3,7 +3,7 @@
 One statement reads ``task_session_subagents`` once (left-joined to ``task_sessions`` for
 orphans, with window counts per key for uniqueness) and sums one ``CASE`` per rule; only the
 rules whose count is non-zero then fetch a capped sample of offending rows, with their primary
-keys. Timestamps are compared through :class:`~kandev_dq.dialect.utc_instant` on both sides.
+keys. Timestamps are compared through :class:`~kandev_dq.sql.dialect.utc_instant` on both sides.
 
 The table may be missing (a store predating the feature) or pre-amendment (no
 ``agent_execution_id``): rules that need what is not there are marked not applicable, never
@@ -19,10 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from kandev_dq.dialect import utc_instant
-from kandev_dq.observe import observe_subagents
-from kandev_dq.queries import count_and_sample, qualifies, subagent_messages
-from kandev_dq.schema import (
+from kandev_dq.contract.tables import (
     AMENDED_UNIQUE,
     METRIC_COLUMNS,
     NULLABLE_TEXT_COLUMNS,
@@ -33,6 +30,9 @@ from kandev_dq.schema import (
     subagents,
     task_sessions,
 )
+from kandev_dq.sql.dialect import utc_instant
+from kandev_dq.sql.messages import count_and_sample, qualifies, subagent_messages
+from kandev_dq.store.observe import observe_subagents
 
 SOURCES = ("live", "backfill")
 ZERO_IS_NULL_METRICS = ("total_tokens", "duration_ms")  # AC-7a; tool_use_count keeps 0 (AC-8)

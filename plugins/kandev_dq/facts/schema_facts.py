@@ -1,10 +1,10 @@
 """Facts behind the schema rules (CONTRACT §1, §3): ``task_session_subagents`` as the live
-schema has it, read with :func:`kandev_dq.observe.observe_subagents` on both dialects.
+schema has it, read with :func:`kandev_dq.store.observe.observe_subagents` on both dialects.
 
 The expected shape is the one a fresh store gets from
-:func:`kandev_dq.schema.create_subagents_table` (``schema.AMENDED_UNIQUE``,
+:func:`kandev_dq.contract.tables.create_subagents_table` (``schema.AMENDED_UNIQUE``,
 ``schema.SECONDARY_INDEXES``); the comparison itself lives in
-:class:`kandev_dq.observe.SubagentsShape`, which the migration runner reads the same way.
+:class:`kandev_dq.store.observe.SubagentsShape`, which the migration runner reads the same way.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq import schema
-from kandev_dq.migrate import REBUILD_TABLE
-from kandev_dq.observe import EXECUTION_COLUMN, ForeignKeyShape, IndexShape, observe_subagents
+from kandev_dq.contract import tables as schema
+from kandev_dq.migration.runner import REBUILD_TABLE
+from kandev_dq.store.observe import EXECUTION_COLUMN, ForeignKeyShape, IndexShape, observe_subagents
 
 
 def _fk(fk: ForeignKeyShape) -> dict[str, Any]:

@@ -3,12 +3,12 @@
 * **Metadata that is not JSON** (AC-23b). Both dialects read it as ``{}`` — a message of no
   kind, skipped like any non-subagent message — SQLite through ``json_valid``, PostgreSQL by
   excluding the ids located after ``::jsonb`` rejected them
-  (:func:`kandev_dq.queries.tolerating_unreadable_metadata`). The rows are the same on both
+  (:func:`kandev_dq.sql.messages.tolerating_unreadable_metadata`). The rows are the same on both
   dialects: text that is neither NULL, blank nor JSON.
 * **Timestamps in no recognised UTC text form** (AC-24e, SQLite only). The exact-instant
   construct reads the forms of CONTRACT §1; any other text would be compared as if it were
   one (``30/07/2026`` sorts after every 2026 date, ``…+02:00`` reads two hours late). Counted
-  with :class:`kandev_dq.dialect.recognised_utc_text`, pushed down as GLOB patterns.
+  with :class:`kandev_dq.sql.dialect.recognised_utc_text`, pushed down as GLOB patterns.
 
 On SQLite one statement reads ``task_session_messages`` once for both (and one reads
 ``task_session_subagents`` for its timestamps); PostgreSQL needs no timestamp scan (typed
@@ -22,16 +22,16 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq.dialect import recognised_utc_text
-from kandev_dq.observe import observe_subagents
-from kandev_dq.queries import (
+from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
+from kandev_dq.sql.dialect import recognised_utc_text
+from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
     display,
     locate_unreadable_metadata,
     unreadable_sqlite,
 )
-from kandev_dq.schema import SUBAGENTS, subagents, task_session_messages
+from kandev_dq.store.observe import observe_subagents
 
 #: The timestamp columns the rules compare, per table.
 TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {

@@ -148,7 +148,7 @@ def default_project() -> Path:
     here = Path.cwd()
     if (here / PROJECT_FILE).is_file():
         return here
-    checkout = Path(__file__).resolve().parent.parent.parent  # <checkout>/plugins/kandev_dq
+    checkout = Path(__file__).resolve().parents[3]  # <checkout>/plugins/kandev_dq/run
     if (checkout / PROJECT_FILE).is_file() and (checkout / "pyproject.toml").is_file():
         return checkout
     raise KandevDqError(
@@ -227,7 +227,7 @@ data_docs_sites:
   # kandev-dq's site builder: every CSS/JS/font asset served from the site's static/ folder
   # (readable offline), plus the store overview page linked from the top of index.html.
   local_site:
-    module_name: kandev_dq.docs
+    module_name: kandev_dq.report.site
     class_name: KandevSiteBuilder
     show_how_to_buttons: false
     store_backend:
@@ -236,23 +236,23 @@ data_docs_sites:
     site_index_builder:
       class_name: DefaultSiteIndexBuilder
       renderer:
-        module_name: kandev_dq.docs
+        module_name: kandev_dq.report.site
         class_name: KandevSiteIndexPageRenderer
       view:
-        module_name: kandev_dq.docs
+        module_name: kandev_dq.report.site
         class_name: KandevIndexPageView
     site_section_builders:
       expectations:
         view:
-          module_name: kandev_dq.docs
+          module_name: kandev_dq.report.site
           class_name: KandevPageView
       validations:
         view:
-          module_name: kandev_dq.docs
+          module_name: kandev_dq.report.site
           class_name: KandevPageView
       profiling:
         view:
-          module_name: kandev_dq.docs
+          module_name: kandev_dq.report.site
           class_name: KandevPageView
 """
 
@@ -264,7 +264,7 @@ def build_project(root: Path) -> Path:
     from great_expectations.checkpoint import UpdateDataDocsAction
 
     import kandev_dq.expectations  # noqa: F401
-    from kandev_dq import schema
+    from kandev_dq.contract import tables as schema
 
     quiet_gx()
     root = Path(root)

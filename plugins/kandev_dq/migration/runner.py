@@ -43,9 +43,8 @@ from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from kandev_dq import dialect, queries, schema
-from kandev_dq.errors import ExitCode
-from kandev_dq.instants import (
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import (
     ACTIVATION_KEYS,
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
@@ -55,10 +54,13 @@ from kandev_dq.instants import (
     parse_stored,
     shown_key,
 )
-from kandev_dq.observe import SubagentsShape, observe_subagents
-from kandev_dq.store import Store
+from kandev_dq.errors import ExitCode
+from kandev_dq.sql import dialect
+from kandev_dq.sql import messages as queries
+from kandev_dq.store.access import Store
+from kandev_dq.store.observe import SubagentsShape, observe_subagents
 
-log = logging.getLogger("kandev_dq.migrate")
+log = logging.getLogger("kandev_dq.migration.runner")
 
 STEP_META = "kandev_meta"
 STEP_CREATE = "create_task_session_subagents"
@@ -885,7 +887,7 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
     reads it (AC-24 point 1). SQLite only (0 on PostgreSQL, whose columns are typed and whose
     unparsable metadata aborts the statement instead): ``unrecognised``, the qualifying
     messages :func:`refuse_unreadable_timestamps` refuses, and ``unreadable``, the messages
-    whose metadata is not JSON (:func:`kandev_dq.queries.locate_unreadable_metadata` names
+    whose metadata is not JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
     them only when there are any). The predicate is evaluated once per message, in a subquery
     that neither dialect flattens (``OFFSET 0``): SQLite would otherwise repeat its JSON
     reads for every aggregate that tests it.

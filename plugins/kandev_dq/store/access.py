@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.errors import StoreError
+from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
@@ -62,20 +63,6 @@ def without_password(url: URL) -> URL:
     return url._replace(password=None).difference_update_query(["password"])
 
 
-def tolerate_bad_utf8(dbapi_connection) -> None:
-    """SQLite: read text that is not valid UTF-8 with U+FFFD in place of the bad bytes.
-
-    SQLite stores whatever bytes it is given as TEXT (``CAST(x'ff' AS TEXT)``); Python's
-    sqlite3 would raise on fetching them and abort the whole family of facts. The rules
-    compare values inside SQL (on the raw bytes), so only what is shown is affected.
-    """
-    dbapi_connection.text_factory = _decode_text
-
-
-def _decode_text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
-
-
 @dataclass
 class Store:
     """An open Kandev store."""
@@ -95,8 +82,6 @@ class Store:
 
     def snapshot(self):
         """One consistent read: PostgreSQL REPEATABLE READ (read-only), SQLite one read txn."""
-        from kandev_dq.snapshot import read_snapshot
-
         return read_snapshot(self.engine)
 
     def has_table(self, name: str) -> bool:

@@ -14,8 +14,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq import schema
-from kandev_dq.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE, parse_stored
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import (
+    BACKFILL_THROUGH,
+    CAPTURE_SINCE,
+    EXECUTION_SINCE,
+    parse_stored,
+)
 
 Stamp = datetime | str
 

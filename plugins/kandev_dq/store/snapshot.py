@@ -10,7 +10,7 @@ Run directly through GX (no pin), each family of facts still reads within one tr
 
 Metadata PostgreSQL cannot parse as JSON would abort a family's statements (SQLite reads it as
 ``{}``): the first family to meet it locates those messages inside the snapshot and the run
-reads them as ``{}`` from then on (:func:`kandev_dq.queries.tolerating_unreadable_metadata`,
+reads them as ``{}`` from then on (:func:`kandev_dq.sql.messages.tolerating_unreadable_metadata`,
 AC-23b); the metadata rule reports them.
 """
 
@@ -26,10 +26,23 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from kandev_dq.queries import Unreadable, tolerating_unreadable_metadata
-from kandev_dq.store import tolerate_bad_utf8
+from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
 
 Facts = dict[str, Any]
+
+
+def tolerate_bad_utf8(dbapi_connection) -> None:
+    """SQLite: read text that is not valid UTF-8 with U+FFFD in place of the bad bytes.
+
+    SQLite stores whatever bytes it is given as TEXT (``CAST(x'ff' AS TEXT)``); Python's
+    sqlite3 would raise on fetching them and abort the whole family of facts. The rules
+    compare values inside SQL (on the raw bytes), so only what is shown is affected.
+    """
+    dbapi_connection.text_factory = _decode_text
+
+
+def _decode_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
 
 
 @dataclass

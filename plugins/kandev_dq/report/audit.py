@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from kandev_dq.check import CheckReport, run_check, verdict_line
 from kandev_dq.errors import KandevDqError
-from kandev_dq.runs import Progress
+from kandev_dq.run.check import CheckReport, run_check, verdict_line
+from kandev_dq.run.checkpoint import Progress
 
 CHECKPOINT = "pre_release"
 MARKER = ".kandev-dq-audit"

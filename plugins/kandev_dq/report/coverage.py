@@ -10,10 +10,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kandev_dq.catalogue import BY_ID, CRITERIA
-from kandev_dq.project import SUITE_DIR
-
-SEVERITY_NAMES = {"critical": "error", "warning": "warning", "info": "info"}
+from kandev_dq.contract.catalogue import BY_ID, CRITERIA
+from kandev_dq.expectations.base import severity_word
+from kandev_dq.run.project import SUITE_DIR
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ def citations(project: Path) -> list[Citation]:
                 Citation(
                     entry["type"],
                     path.stem,
-                    SEVERITY_NAMES.get(entry.get("severity", "critical"), "error"),
+                    severity_word(entry.get("severity")),
                     tuple(declared),
                 )
             )

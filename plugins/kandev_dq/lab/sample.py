@@ -32,9 +32,9 @@ from typing import Literal
 
 import sqlalchemy as sa
 
-from kandev_dq import schema
-from kandev_dq.dialect import utc_instant
-from kandev_dq.instants import CAPTURE_SINCE, parse_key, parse_stored
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import CAPTURE_SINCE, parse_key, parse_stored
+from kandev_dq.sql.dialect import utc_instant
 
 # --- the per-unit shape --------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from kandev_dq.run.results import failed_by_severity
+
 logger = logging.getLogger(__name__)
 
 SLACK_WEBHOOK = "KANDEV_DQ_SLACK_WEBHOOK"
@@ -50,7 +52,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class Progress(Protocol):
-    """What a checkpoint run reports while it runs (see :mod:`kandev_dq.progress`)."""
+    """What a checkpoint run reports while it runs (see :mod:`kandev_dq.run.progress`)."""
 
     def started(self, checkpoint: str, suites: list[tuple[str, int]]) -> None: ...
 
@@ -135,18 +137,6 @@ def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[No
     finally:
         del store.store_validation_results  # the class's own method again
         progress.finished()
-
-
-def failed_by_severity(suite_validation_result) -> dict[str, int]:
-    """Failed rules of one GX suite result by kandev-dq severity (error, warning, info)."""
-    from kandev_dq.check import _rule_result
-
-    counts = {"error": 0, "warning": 0, "info": 0}
-    for result in suite_validation_result.results:
-        rule = _rule_result(result)
-        if not rule.success:
-            counts[rule.severity] = counts.get(rule.severity, 0) + 1
-    return counts
 
 
 # --- notifications -----------------------------------------------------------------------------

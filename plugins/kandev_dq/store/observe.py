@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from kandev_dq import schema
+from kandev_dq.contract import tables as schema
 
 EXECUTION_COLUMN = "agent_execution_id"
 SESSION_PARENT = ("task_sessions", ("id",))

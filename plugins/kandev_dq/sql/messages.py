@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from kandev_dq.dialect import at_or_after, json_flag, json_number, json_text, metadata_doc
-from kandev_dq.instants import parse_stored
-from kandev_dq.schema import task_session_messages as messages
+from kandev_dq.contract.instants import parse_stored
+from kandev_dq.contract.tables import task_session_messages as messages
+from kandev_dq.sql.dialect import at_or_after, json_flag, json_number, json_text, metadata_doc
 
-log = logging.getLogger("kandev_dq.queries")
+log = logging.getLogger("kandev_dq.sql.messages")
 T = TypeVar("T")
 
 SAMPLE_LIMIT = 20

@@ -15,8 +15,8 @@ from urllib.parse import unquote
 
 from sqlalchemy.engine import URL
 
-from kandev_dq.instants import shown_key
-from kandev_dq.store import without_password
+from kandev_dq.contract.instants import shown_key
+from kandev_dq.store.access import without_password
 
 
 def store_identity(url: URL) -> str:
@@ -43,7 +43,7 @@ class KeyLedger:
     def record(self, identity: str, keys: dict[str, str | None]) -> None:
         """Add first sightings of present keys; a recorded value is never replaced.
 
-        A value too long to be a key is recorded as :func:`~kandev_dq.instants.shown_key`
+        A value too long to be a key is recorded as :func:`~kandev_dq.contract.instants.shown_key`
         has it (head, length, digest): a rewrite still differs."""
         ledger = self._load()
         seen = ledger.setdefault(identity, {})

@@ -219,7 +219,7 @@ def is_recognised_stored(value: object) -> bool:
 
     Stricter than :func:`parse_stored` (no surrounding whitespace is tolerated, because the
     SQL construct does not strip it): the Python mirror of
-    :class:`kandev_dq.dialect.recognised_utc_text`.
+    :class:`kandev_dq.sql.dialect.recognised_utc_text`.
     """
     if not isinstance(value, str):
         return False

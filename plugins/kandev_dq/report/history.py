@@ -2,10 +2,10 @@
 
 GX keeps one validation result per suite and run under ``<project>/uncommitted/validations/
 <suite>/<run name>/<run time>/<batch>.json``. ``kandev-dq check`` names each run
-``<checkpoint>@<store tag>`` (:mod:`kandev_dq.runs`), so a store's runs are the keys whose run
-name carries its tag; they are listed and read through GX's own store API
-(``context.validation_results_store.list_keys()``/``get()``). Runs made without kandev-dq
-(plain GX, no run name) cannot be attributed to a store and are not listed.
+``<checkpoint>@<store tag>`` (:mod:`kandev_dq.run.checkpoint`), so a store's runs are the keys
+whose run name carries its tag; they are listed and read through GX's own store API
+(``context.validation_results_store.list_keys()``/``get()``). Runs made without kandev-dq (plain
+GX, no run name) cannot be attributed to a store and are not listed.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.check import RuleResult, _rule_result
 from kandev_dq.facts.activation import STATES
-from kandev_dq.ledger import store_identity
-from kandev_dq.project import load_context
-from kandev_dq.runs import parse_run_name, store_tag
-from kandev_dq.store import _default_store, redact, resolve_url
+from kandev_dq.run.checkpoint import parse_run_name, store_tag
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.project import load_context
+from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.store.access import _default_store, redact, resolve_url
 
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
 
@@ -86,7 +86,7 @@ def _past_run(results_store, name: str, when, keys: list) -> PastRun:
     for suite_result in (results_store.get(k) for k in keys):
         suites.append(suite_result.suite_name)
         for raw in suite_result.results:
-            rule: RuleResult = _rule_result(raw)
+            rule: RuleResult = rule_result(raw)
             if rule.expectation == STATE_EXPECTATION and rule.observed_value in STATES:
                 state = rule.observed_value
             if not rule.success:

@@ -52,9 +52,10 @@ from great_expectations.render.renderer.site_index_page_renderer import SiteInde
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
 from jinja2 import ChoiceLoader, FileSystemLoader
 
-from kandev_dq.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
-from kandev_dq.snapshot import RunContext, current_run
-from kandev_dq.store import redact
+from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
+from kandev_dq.expectations.base import severity_word
+from kandev_dq.store.access import redact
+from kandev_dq.store.snapshot import RunContext, current_run
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,6 @@ REGISTER_LIMIT = 500
 RUNS_SHOWN = 20
 ACTIVATION_SUITE = "activation"
 HEALTH_SUITE = "writer_health"
-SEVERITY_NAMES = {"critical": "error", "warning": "warning", "info": "info"}
 
 STATE_STYLE = {
     "fully_activated": "badge-success",
@@ -355,8 +355,7 @@ def _passed(result: dict[str, Any]) -> bool:
 
 def _severity(result: dict[str, Any]) -> str:
     config = result.get("expectation_config") or {}
-    raw = config.get("severity") or "critical"
-    return SEVERITY_NAMES.get(raw, raw)
+    return severity_word(config.get("severity"))
 
 
 def _by_type(suite_run: SuiteRun | None, fragment: str) -> dict[str, Any] | None:
@@ -1038,7 +1037,7 @@ class DocsBuild:
 
 def build_docs(project: Path) -> DocsBuild:
     """(Re)build every data docs site of ``project``; the first local site's index and overview."""
-    from kandev_dq.project import load_context
+    from kandev_dq.run.project import load_context
 
     context = load_context(Path(project))
     urls = context.build_data_docs()

@@ -28,7 +28,7 @@ from sqlalchemy.sql.expression import ColumnElement, FunctionElement
 from sqlalchemy.sql.visitors import InternalTraversal
 from sqlalchemy.types import TypeDecorator
 
-from kandev_dq.instants import Instant, fixed_text
+from kandev_dq.contract.instants import Instant, fixed_text
 
 # --- exact instants --------------------------------------------------------------------------
 
@@ -68,7 +68,7 @@ class recognised_utc_text(FunctionElement):  # noqa: N801
     digits, then nothing, ``Z``, ``+00:00`` or ``-00:00``); any other text (``30/07/2026``, a
     ``+02:00`` offset, an epoch number, a BLOB, a 30th of February) would be silently misread,
     so the rules name such rows instead (:mod:`kandev_dq.facts.stored_text`). Mirrored in
-    Python by :func:`kandev_dq.instants.is_recognised_stored`. NULL stays NULL.
+    Python by :func:`kandev_dq.contract.instants.is_recognised_stored`. NULL stays NULL.
 
     PostgreSQL's naive ``TIMESTAMP`` holds typed values only: always true there.
     """
@@ -197,7 +197,7 @@ class metadata_doc(FunctionElement):  # noqa: N801
     SQLite's ``json_valid`` already reads text that is not JSON as ``{}``. PostgreSQL's
     ``::jsonb`` cast aborts the whole statement on such text instead, so the few messages
     whose metadata it cannot parse are located (only after a statement failed, see
-    :func:`kandev_dq.queries.locate_unreadable_metadata`) and passed here as ``excluded`` ids,
+    :func:`kandev_dq.sql.messages.locate_unreadable_metadata`) and passed here as ``excluded`` ids,
     with the table's ``id_column``: those rows read as ``{}`` too. The exclusion is compiled
     only when the list is non-empty, so the common statement is unchanged.
 

@@ -14,29 +14,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from kandev_dq import runs
+from kandev_dq.contract.instants import shown_key
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.expectations.base import exception_message
 from kandev_dq.facts.activation import read_keys, state_of
-from kandev_dq.instants import shown_key
-from kandev_dq.ledger import KeyLedger, store_identity
-from kandev_dq.project import URL_VARIABLE, load_context
-from kandev_dq.snapshot import pinned
-from kandev_dq.store import Store, open_store
+from kandev_dq.run import checkpoint as runs
+from kandev_dq.run.ledger import KeyLedger, store_identity
+from kandev_dq.run.project import URL_VARIABLE, load_context
+from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.store.access import Store, open_store
+from kandev_dq.store.snapshot import pinned
 
-SEVERITY_NAMES = {"critical": "error", "warning": "warning", "info": "info"}
 LEDGER = Path("uncommitted") / "key_ledger.json"
-
-
-@dataclass
-class RuleResult:
-    expectation: str
-    rules: list[str]
-    severity: str
-    success: bool
-    observed_value: Any
-    unexpected_count: int | None
-    message: str
 
 
 @dataclass
@@ -80,7 +68,7 @@ def run_check(
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
-    The run is named for its checkpoint and store (:func:`kandev_dq.runs.run_name`, no
+    The run is named for its checkpoint and store (:func:`kandev_dq.run.checkpoint.run_name`, no
     credentials), reports to ``progress`` suite by suite, and notifies when configured.
     """
     store = open_store(target, read_only=True)
@@ -105,41 +93,13 @@ def run_check(
             success=True,
             state=state_of(keys),
             keys={name: shown_key(value) for name, value in keys.items()},
-            results=[_rule_result(r) for v in outcome.run_results.values() for r in v.results],
+            results=[rule_result(r) for v in outcome.run_results.values() for r in v.results],
         )
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
         return report
     finally:
         store.dispose()
-
-
-def _rule_result(result) -> RuleResult:
-    config = result.expectation_config
-    severity = getattr(config.severity, "value", config.severity) or "critical"
-    body = result.result or {}
-    details = body.get("details") or {}
-    error = exception_message(result)
-    if error:
-        message = f"could not evaluate: {error}"
-    else:
-        message = details.get("message") or _builtin_message(body, result.success)
-    return RuleResult(
-        expectation=config.type,
-        rules=list((config.meta or {}).get("rules") or details.get("rules") or []),
-        severity=SEVERITY_NAMES.get(severity, severity),
-        success=bool(result.success) and not error,
-        observed_value=body.get("observed_value"),
-        unexpected_count=body.get("unexpected_count"),
-        message=message,
-    )
-
-
-def _builtin_message(body: dict[str, Any], success: bool) -> str:
-    count = body.get("unexpected_count")
-    if count is None:
-        return "passed" if success else f"observed {body.get('observed_value')!r}"
-    return f"{count} unexpected of {body.get('element_count')} rows"
 
 
 def _docs_index(project: Path) -> str | None:

@@ -3,9 +3,9 @@
 Every scenario builds a store on an empty database from the same **healthy baseline** — a small
 Kandev store that predates the feature (sessions with subagent messages of every shape, AC-21b
 duplicates, legacy ``''``/``'null'``/NULL metadata, messages AC-2 skips), migrated by the real
-runner (:func:`kandev_dq.migrate.run`), then written to by a healthy live writer — plus **one**
-mutation: the defect a faulty writer, migration or consumer leaves behind (a *fault*), or a
-state that looks wrong but is correct (a *healthy* scenario).
+runner (:func:`kandev_dq.migration.runner.run`), then written to by a healthy live writer — plus
+**one** mutation: the defect a faulty writer, migration or consumer leaves behind (a *fault*),
+or a state that looks wrong but is correct (a *healthy* scenario).
 
 A scenario declares what it proves: the AC ids it violates (none for a healthy one) and the
 severity it must be caught at. A healthy scenario may *disclose* warning or info findings, and
@@ -18,7 +18,7 @@ PostgreSQL session in a non-UTC time zone).
 them; :func:`detection_matrix` runs every scenario on both dialects through the ``pre_release``
 checkpoint and renders ``docs/detection-matrix.md``::
 
-    python -m kandev_dq.scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" \\
+    python -m kandev_dq.lab.scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" \\
         --out docs/detection-matrix.md
 """
 
@@ -44,10 +44,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from kandev_dq import migrate, sample, schema
-from kandev_dq.dialect import utc_instant
-from kandev_dq.errors import KandevDqError
-from kandev_dq.instants import (
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
@@ -57,7 +55,11 @@ from kandev_dq.instants import (
     parse_key,
     parse_stored,
 )
-from kandev_dq.storebuilder import StoreBuilder, subagent_metadata
+from kandev_dq.errors import KandevDqError
+from kandev_dq.lab import sample
+from kandev_dq.lab.storebuilder import StoreBuilder, subagent_metadata
+from kandev_dq.migration import runner as migrate
+from kandev_dq.sql.dialect import utc_instant
 
 SEVERITIES = ("error", "warning", "info")
 CHECKPOINT = "pre_release"
@@ -514,7 +516,7 @@ class _InjectedFault(Exception):
 
 def run_migration(engine: sa.Engine, *, fail: str | None = None) -> migrate.MigrationReport:
     """The real runner on this store; ``fail`` names a step to make fail (a test seam)."""
-    from kandev_dq.store import open_store
+    from kandev_dq.store.access import open_store
 
     store = open_store(store_url(engine), read_only=False)
     log = logging.getLogger(migrate.__name__)
@@ -588,7 +590,7 @@ def write_known_live(
 
 
 def write_live_traffic(engine: sa.Engine, *, writer: str = "healthy") -> None:
-    """Random live subagents after capture_since (:func:`kandev_dq.sample.append_live_traffic`).
+    """Random live subagents after capture_since (:func:`kandev_dq.lab.sample.append_live_traffic`).
 
     Its ids and statuses vary from run to run; no scenario depends on them, and a healthy
     writer's rows are correct whatever they are.
@@ -1719,7 +1721,7 @@ def materialise(name: str, target: str) -> float:
 
     Refuses a store that already holds any Kandev table.
     """
-    from kandev_dq.store import open_store
+    from kandev_dq.store.access import open_store
 
     scenario = get(name)
     store = open_store(target, read_only=False, must_exist=False, require_kandev=False)
@@ -1742,7 +1744,7 @@ _KANDEV_TABLES = {t.name for t in schema.BASE_TABLES} | {schema.SUBAGENTS, migra
 
 def apply_between_runs(name: str, target: str) -> None:
     """Apply scenario ``name``'s mutation between its two check runs to the store ``target``."""
-    from kandev_dq.store import open_store
+    from kandev_dq.store.access import open_store
 
     scenario = get(name)
     if scenario.between_runs is None:
@@ -1766,7 +1768,7 @@ def get(name: str) -> Scenario:
 def evaluate(name: str, target: str, project: Path, workdir: Path) -> Verdict:
     """Build scenario ``name`` into ``target`` and run ``pre_release`` on it (twice, with its
     ``between_runs`` mutation in between, when it has one), in a private project copy."""
-    from kandev_dq.check import run_check
+    from kandev_dq.run.check import run_check
 
     scenario = get(name)
     built = materialise(name, target)
@@ -1817,7 +1819,7 @@ def scratch_sqlite(folder: Path, name: str) -> Iterator[str]:
 def scratch_postgres(server: str) -> Iterator[str]:
     """A new schema in the PostgreSQL database ``server`` names, dropped afterwards; yields a
     URL whose ``search_path`` is that schema."""
-    from kandev_dq.store import resolve_url
+    from kandev_dq.store.access import resolve_url
 
     url = resolve_url(server)
     name = f"kdq_scenario_{uuid.uuid4().hex[:12]}"
@@ -1839,7 +1841,7 @@ def scratch_postgres(server: str) -> Iterator[str]:
 # --- the detection matrix -------------------------------------------------------------------------
 
 MATRIX_COMMAND = (
-    'python -m kandev_dq.scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" '
+    'python -m kandev_dq.lab.scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" '
     "--out docs/detection-matrix.md"
 )
 TIMING_HEADING = "## Timing"
@@ -1855,7 +1857,7 @@ def matrix_header() -> str:
             "",
             f"Regenerate: `{MATRIX_COMMAND}`",
             "",
-            "Every scenario of `kandev_dq.scenarios` is a small Kandev store: the healthy "
+            "Every scenario of `kandev_dq.lab.scenarios` is a small Kandev store: the healthy "
             "baseline (history that predates the feature, migrated by the real runner, then a "
             "healthy live writer) plus one mutation. Each is built on SQLite and on PostgreSQL "
             f"and validated with the `{CHECKPOINT}` checkpoint; a cell gives the verdict and "
@@ -1930,7 +1932,7 @@ def detection_matrix(
     """Run every scenario on SQLite (and PostgreSQL when ``postgres`` names a database) and
     return the rendered matrix and every problem found (a fault not caught, an error on a
     healthy scenario, or dialects that disagree)."""
-    from kandev_dq.project import build_project
+    from kandev_dq.run.project import build_project
 
     started = time.perf_counter()
     verdicts: dict[tuple[str, str], Verdict] = {}
@@ -1963,7 +1965,7 @@ def detection_matrix(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m kandev_dq.scenarios", description=__doc__.splitlines()[0]
+        prog="python -m kandev_dq.lab.scenarios", description=__doc__.splitlines()[0]
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="name every scenario")

@@ -12,7 +12,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.types import TypeDecorator, UserDefinedType
 
-from kandev_dq.instants import Instant, go_sqlite_text, parse_stored
+from kandev_dq.contract.instants import Instant, go_sqlite_text, parse_stored
 
 
 class _SqliteTimestamp(UserDefinedType):

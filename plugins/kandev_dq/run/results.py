@@ -1,0 +1,62 @@
+"""One reading of a GX validation result: kandev-dq's severity word, verdict and message.
+
+GX's own ``success`` ignores severity and its results nest an evaluation error per metric;
+every command (``check``, progress, ``history``, the docs) reads a result through
+:func:`rule_result`, so they agree on what failed and how badly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kandev_dq.expectations.base import exception_message, severity_word
+
+
+@dataclass
+class RuleResult:
+    expectation: str
+    rules: list[str]
+    severity: str
+    success: bool
+    observed_value: Any
+    unexpected_count: int | None
+    message: str
+
+
+def rule_result(result) -> RuleResult:
+    config = result.expectation_config
+    severity = getattr(config.severity, "value", config.severity) or "critical"
+    body = result.result or {}
+    details = body.get("details") or {}
+    error = exception_message(result)
+    if error:
+        message = f"could not evaluate: {error}"
+    else:
+        message = details.get("message") or _builtin_message(body, result.success)
+    return RuleResult(
+        expectation=config.type,
+        rules=list((config.meta or {}).get("rules") or details.get("rules") or []),
+        severity=severity_word(severity),
+        success=bool(result.success) and not error,
+        observed_value=body.get("observed_value"),
+        unexpected_count=body.get("unexpected_count"),
+        message=message,
+    )
+
+
+def _builtin_message(body: dict[str, Any], success: bool) -> str:
+    count = body.get("unexpected_count")
+    if count is None:
+        return "passed" if success else f"observed {body.get('observed_value')!r}"
+    return f"{count} unexpected of {body.get('element_count')} rows"
+
+
+def failed_by_severity(suite_validation_result) -> dict[str, int]:
+    """Failed rules of one GX suite result by kandev-dq severity (error, warning, info)."""
+    counts = {"error": 0, "warning": 0, "info": 0}
+    for result in suite_validation_result.results:
+        rule = rule_result(result)
+        if not rule.success:
+            counts[rule.severity] = counts.get(rule.severity, 0) + 1
+    return counts

@@ -1,0 +1,159 @@
+"""The package's layers (docs/architecture.md): imports point down, never up, never in a circle.
+
+Every ``import`` in every module is read with :mod:`ast`, including those inside functions (a
+lazy import is still a dependency). A module may import its own package, or a package of a
+lower layer; packages on one layer are peers and do not import each other. Only the CLI, the
+composition root, imports ``lab/``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "plugins" / "kandev_dq"
+
+#: Low to high. A unit is a subpackage, or a top-level module.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "text"),
+    ("contract",),
+    ("sql",),
+    ("store",),
+    ("migration", "facts"),
+    ("expectations",),
+    ("run",),
+    ("report",),
+    ("lab",),
+    ("cli",),
+)
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") >= 1 else ""
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every kandev_dq module ``path`` imports (``from kandev_dq.x import y`` counts y when y
+    is itself a module)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    here = module_name(path)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("kandev_dq"))
+        elif isinstance(node, ast.ImportFrom):
+            assert not node.level, f"{here}: relative import; kandev_dq imports absolutely"
+            target = node.module or ""
+            if not target.startswith("kandev_dq"):
+                continue
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                found.add(candidate if _is_module(candidate) else target)
+    return {m for m in found if m != "kandev_dq"}
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def upward_imports(edges: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for source, targets in edges.items():
+        mine = unit_of(source)
+        assert mine in RANK, f"{source}: its package is on no layer of docs/architecture.md"
+        for target in targets:
+            theirs = unit_of(target)
+            if theirs == mine:
+                continue
+            assert theirs in RANK, f"{target}: its package is on no layer"
+            if RANK[theirs] >= RANK[mine]:
+                problems.append(f"{source} -> {target} ({mine} may not import {theirs})")
+    return problems
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges.get(node, ()):
+            if nxt not in edges:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1 or node in edges.get(node, ()):
+                found.append(sorted(component))
+
+    for node in edges:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_imports_point_down_the_layers():
+    assert upward_imports(graph()) == []
+
+
+def test_no_import_circles():
+    assert circles(graph()) == []
+
+
+def test_only_the_cli_imports_the_lab():
+    edges = graph()
+    users = sorted(
+        s
+        for s, ts in edges.items()
+        if unit_of(s) not in ("lab", "cli") and any(unit_of(t) == "lab" for t in ts)
+    )
+    assert users == []
+
+
+@pytest.mark.parametrize(
+    "edges, expected",
+    [
+        ({"kandev_dq.facts.x": {"kandev_dq.run.check"}, "kandev_dq.run.check": set()}, 1),
+        (
+            {
+                "kandev_dq.facts.x": {"kandev_dq.migration.runner"},
+                "kandev_dq.migration.runner": set(),
+            },
+            1,
+        ),
+        ({"kandev_dq.run.check": {"kandev_dq.facts.x"}, "kandev_dq.facts.x": set()}, 0),
+    ],
+)
+def test_the_layer_check_catches_an_upward_or_sideways_import(edges, expected):
+    assert len(upward_imports(edges)) == expected
+
+
+def test_the_circle_check_catches_a_circle():
+    edges = {"kandev_dq.run.a": {"kandev_dq.run.b"}, "kandev_dq.run.b": {"kandev_dq.run.a"}}
+    assert circles(edges) == [["kandev_dq.run.a", "kandev_dq.run.b"]]
