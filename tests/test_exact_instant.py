@@ -2,7 +2,9 @@
 
 These pin the comparisons that a string comparison or ``julianday`` gets wrong: the 1-µs
 boundary, a row later on the key's calendar day, whole seconds against fractions, trimmed
-fraction widths, sub-microsecond key digits, and a non-UTC PostgreSQL session time zone.
+fraction widths, sub-microsecond key digits, and a non-UTC PostgreSQL session time zone. On
+SQLite, whose columns carry up to 9 fraction digits (upstream's Go driver), the comparison is
+exact to the nanosecond; on PostgreSQL (µs columns) to the microsecond (CONTRACT §1).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kandev_dq.contract.instants import STORAGE_FORMS, parse_key, parse_stored
+from kandev_dq.contract.instants import (
+    STORAGE_FORMS,
+    Instant,
+    parse_key,
+    parse_stored,
+    parse_stored_instant,
+)
 from kandev_dq.contract.tables import StoredTimestamp
 from kandev_dq.sql.dialect import (
     at_or_after,
@@ -26,6 +34,7 @@ from kandev_dq.sql.dialect import (
     json_text,
     metadata_doc,
     utc_instant,
+    utc_instant_latest,
 )
 
 probe_meta = sa.MetaData()
@@ -121,7 +130,7 @@ def test_whole_second_against_fraction(target):
 
 @pytest.mark.parametrize("width", range(7))
 def test_every_trimmed_fraction_width(target, width):
-    digits = "123456"[:width]
+    digits = "123457"[:width]
     stored = f"2026-07-30 01:39:37{'.' + digits if digits else ''}+00:00"
     exact = datetime(2026, 7, 30, 1, 39, 37, int(digits.ljust(6, "0") or 0), tzinfo=UTC)
     _load(target.engine, {"row": stored})
@@ -161,7 +170,7 @@ def test_every_sqlite_storage_form_reads_the_same_instant(sqlite_target):
     _load(target.engine, {name: form(moment) for name, form in STORAGE_FORMS.items()})
     with target.engine.connect() as conn:
         read = set(conn.scalars(sa.select(utc_instant(probe.c.ts))))
-    assert read == {"2026-07-30 01:39:37.270000"}
+    assert read == {"2026-07-30 01:39:37.270000000"}
     assert _after(target.engine, "2026-07-30T01:39:37.27Z") == set(STORAGE_FORMS)
     assert _after(target.engine, "2026-07-30T01:39:37.270001Z") == set()
 
@@ -254,3 +263,104 @@ def test_json_extraction_reads_typed_values(target):
         1,
         None,
     )
+
+
+# --- nanosecond columns (SQLite; upstream's Go driver writes up to 9 digits) ------------------
+
+
+def test_one_nanosecond_boundary_on_nine_digit_columns(sqlite_target):
+    _load(
+        sqlite_target.engine,
+        {
+            "at": "2026-07-30 01:39:16.813443524+00:00",
+            "one_nano_before": "2026-07-30 01:39:16.813443523+00:00",
+            "one_nano_after": "2026-07-30 01:39:16.813443525+00:00",
+        },
+    )
+    assert _after(sqlite_target.engine, "2026-07-30T01:39:16.813443524Z") == {
+        "at",
+        "one_nano_after",
+    }
+
+
+def test_microsecond_key_against_nine_digit_columns(sqlite_target):
+    _load(
+        sqlite_target.engine,
+        {
+            "just_before": "2026-07-30 01:39:16.813442999+00:00",
+            "at": "2026-07-30 01:39:16.813443+00:00",
+            "inside_the_microsecond": "2026-07-30 01:39:16.813443001+00:00",
+        },
+    )
+    assert _after(sqlite_target.engine, "2026-07-30T01:39:16.813443Z") == {
+        "at",
+        "inside_the_microsecond",
+    }
+
+
+@pytest.mark.parametrize("width", range(10))
+def test_every_trimmed_fraction_width_to_nanoseconds(sqlite_target, width):
+    digits = "813443527"[:width]
+    stored = f"2026-07-30 01:39:16{'.' + digits if digits else ''}+00:00"
+    exact = parse_stored_instant(stored)
+    _load(sqlite_target.engine, {"row": stored})
+    assert _after(sqlite_target.engine, exact.rfc3339nano()) == {"row"}
+    assert _after(sqlite_target.engine, exact.shifted(1).rfc3339nano()) == set()
+
+
+_epoch_ns = st.integers(
+    min_value=Instant.from_datetime(datetime(2000, 1, 1)).to_epoch_ns(),
+    max_value=Instant.from_datetime(datetime(2099, 12, 31, 23, 59, 59)).to_epoch_ns(),
+)
+
+
+def _at_width(epoch_ns: int, width: int) -> Instant:
+    """An instant with only ``width`` fraction digits, as a writer of that precision holds it."""
+    step = 10 ** (9 - width)
+    return Instant.from_epoch_ns(epoch_ns - epoch_ns % step)
+
+
+def _go_text(instant: Instant) -> str:
+    return instant.rfc3339nano().replace("T", " ").replace("Z", "+00:00")
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.tuples(_epoch_ns, st.integers(0, 9)), min_size=2, max_size=12),
+    st.tuples(_epoch_ns, st.integers(0, 9)),
+)
+def test_sql_order_equals_python_order_at_every_width(sqlite_target, values, key):
+    moments = {f"r{i}": _at_width(ns, width) for i, (ns, width) in enumerate(values)}
+    _load(sqlite_target.engine, {k: _go_text(m) for k, m in moments.items()})
+    with sqlite_target.engine.connect() as conn:
+        sql_order = list(
+            conn.scalars(sa.select(probe.c.id).order_by(utc_instant(probe.c.ts), probe.c.id))
+        )
+    assert sql_order == sorted(moments, key=lambda k: (moments[k], k))
+    key_instant = _at_width(*key)
+    expected = {k for k, m in moments.items() if m >= key_instant}
+    assert _after(sqlite_target.engine, key_instant.rfc3339nano()) == expected
+
+
+def test_a_whole_second_value_stands_for_its_whole_second(target):
+    """SQLite's CURRENT_TIMESTAMP writes whole seconds (upstream's turn-end sweep): such a
+    value's latest reading is the end of its second; any other value reads exactly."""
+    _load(
+        target.engine,
+        {
+            "swept": "2026-07-30 01:39:16",
+            "fraction": "2026-07-30 01:39:16.5+00:00",
+        },
+    )
+    with target.engine.connect() as conn:
+        earliest = dict(conn.execute(sa.select(probe.c.id, utc_instant(probe.c.ts))).all())
+        latest = dict(conn.execute(sa.select(probe.c.id, utc_instant_latest(probe.c.ts))).all())
+    assert latest["fraction"] == earliest["fraction"]
+    if target.engine.dialect.name == "sqlite":
+        assert earliest["swept"] == "2026-07-30 01:39:16.000000000"
+        assert latest["swept"] == "2026-07-30 01:39:16.999999999"
+    else:
+        assert latest["swept"] - earliest["swept"] == timedelta(microseconds=999999)
+    assert earliest["swept"] < earliest["fraction"] < latest["swept"]

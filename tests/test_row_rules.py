@@ -112,6 +112,39 @@ def test_mixed_storage_forms_are_ordered_exactly(sqlite_target, project):
     assert failed(nightly(project, sqlite_target), "rows") == {}
 
 
+def test_a_sweep_in_the_same_second_is_not_an_inversion(store, target, project):
+    """Upstream's turn-end sweep writes updated_at = CURRENT_TIMESTAMP: whole seconds on
+    SQLite, so it can read earlier than the fractional created_at of the same second. Such a
+    value stands for any instant of its second (CONTRACT §1): no finding, on both dialects."""
+    session = _healthy(store)
+    _live(
+        store,
+        session,
+        "toolu_swept",
+        "2026-07-30 23:00:00.813443524+00:00",
+        updated_at="2026-07-30 23:00:00",
+        settled_at="2026-07-30 23:00:00",
+        tool_status="failed",
+    )
+    report = nightly(project, target)
+    assert ORDER not in failed(report)
+    assert result(report, ORDER).observed_value == 0
+
+
+def test_an_inversion_beyond_the_whole_second_is_caught(store, target, project):
+    session = _healthy(store)
+    _live(
+        store,
+        session,
+        "toolu_swept_early",
+        "2026-07-30 23:00:01.000000001+00:00",
+        updated_at="2026-07-30 23:00:00",
+    )
+    report = nightly(project, target)
+    assert failed(report, "rows") == {ORDER: "error"}
+    assert result(report, ORDER).observed_value == 1
+
+
 # The rows a defective writer leaves, keyed by tool_call_id, and the rules each one breaks.
 FAULTS: dict[str, tuple[dict, set[str]]] = {
     "": ({}, {IDENTITY}),  # empty tool_call_id

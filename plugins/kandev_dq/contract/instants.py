@@ -1,9 +1,11 @@
 """Exact instants: activation keys parsed in Python, and the stored forms of TIMESTAMP columns.
 
 Keys are RFC3339 text with 0-9 fraction digits (CONTRACT §5, AC-24 point 3); columns hold UTC
-wall clock at microsecond precision (CONTRACT §1). A key is never compared as a string
-(AC-24e): it is parsed here into an :class:`Instant` and bound as a parameter, rounded *up* to
-the next microsecond when it carries sub-microsecond digits, so that "column >= key" is exact.
+wall clock at the precision of their store (CONTRACT §1): up to nanoseconds on SQLite (Go's
+driver writes up to 9 fraction digits), microseconds on PostgreSQL. A key is never compared as
+a string (AC-24e): it is parsed here into an :class:`Instant` and bound as a parameter, exact
+to the nanosecond on SQLite and rounded *up* to the next microsecond on PostgreSQL when it
+carries sub-microsecond digits, so that "column >= key" is exact on both.
 """
 
 from __future__ import annotations
@@ -82,6 +84,15 @@ class Instant:
         micros, nanos = divmod(epoch_ns, 1000)
         micro = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
         return cls(micro, nanos, Precision.NANOSECOND)
+
+    def to_epoch_ns(self) -> int:
+        since_epoch = self.micro - datetime(1970, 1, 1, tzinfo=UTC)
+        return (since_epoch // _ONE_MICRO) * 1000 + self.nanos
+
+    def shifted(self, nanoseconds: int) -> Instant:
+        """This instant moved by ``nanoseconds`` (its precision is kept)."""
+        moved = Instant.from_epoch_ns(self.to_epoch_ns() + nanoseconds)
+        return Instant(moved.micro, moved.nanos, self.precision)
 
     def bound(self) -> datetime:
         """The microsecond a column must reach to be at or after this instant (AC-24e).
@@ -214,6 +225,19 @@ def parse_stored(value: str | datetime) -> datetime:
     return wall.replace(microsecond=micros, tzinfo=UTC)
 
 
+def parse_stored_instant(value: str | datetime) -> Instant:
+    """A TIMESTAMP column value as an exact :class:`Instant`, all 9 fraction digits kept."""
+    if isinstance(value, datetime):
+        return Instant.from_datetime(value)
+    match = _STORED_PATTERN.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"{value!r} is not a recognised UTC timestamp storage form")
+    digits = (match["frac"] or "").ljust(9, "0")
+    wall = datetime.fromisoformat(f"{match['date']}T{match['time']}")
+    micro = wall.replace(microsecond=int(digits[:6]), tzinfo=UTC)
+    return Instant(micro, int(digits[6:]), Precision.from_digits(len(match["frac"] or "")))
+
+
 def is_recognised_stored(value: object) -> bool:
     """True when ``value`` is stored text the SQLite exact-instant construct reads exactly.
 
@@ -241,10 +265,12 @@ def go_sqlite_text(value: datetime) -> str:
     return f"{head}.{fraction}+00:00" if fraction else f"{head}+00:00"
 
 
-def fixed_text(value: datetime) -> str:
-    """The fixed-width text the SQLite exact-instant construct yields (``…SS.ffffff``)."""
-    value = value.astimezone(UTC) if value.tzinfo else value
-    return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+def fixed_text(value: Instant | datetime) -> str:
+    """The fixed-width text the SQLite exact-instant construct yields (``…SS.fffffffff``,
+    nanoseconds: CONTRACT §1, upstream's SQLite columns carry up to 9 digits)."""
+    if isinstance(value, datetime):
+        value = Instant.from_datetime(value)
+    return f"{value.micro.strftime('%Y-%m-%d %H:%M:%S.%f')}{value.nanos:03d}"
 
 
 def _with_separator(value: datetime, sep: str, suffix: str, trim: bool) -> str:

@@ -263,7 +263,13 @@ class ExpectObservedAtNotAfterUpdatedOrSettled(_RowExpectation):
     rule_text: ClassVar[str] = "observed_at is not later than updated_at or settled_at"
     rule: ClassVar[str] = "timestamp_order"
     noun: ClassVar[str] = "row(s) observed after their updated_at or settled_at"
-    fix: ClassVar[str] = "observed_at was moved by a later frame, or stamped from another clock"
+    # A whole-second updated_at/settled_at (SQLite's CURRENT_TIMESTAMP, upstream's turn-end
+    # sweep) spans its second, so what remains is later than any reading of it (CONTRACT §1).
+    fix: ClassVar[str] = (
+        "each is later than any instant its updated_at or settled_at can stand for (a "
+        "whole-second value counts as its whole second): observed_at was moved by a later "
+        "frame, or the row (or, for a backfill row, its message) was stamped from another clock"
+    )
 
 
 class ExpectNoOrphanSubagentRows(_RowExpectation):

@@ -89,13 +89,14 @@ def _instant(name: str, raw: str | None) -> Instant | None:
 def _latest_possible(key: Instant) -> Instant:
     """The latest instant a key may stand for: a legacy second-precision key spans 1 s."""
     if key.precision is Precision.SECOND:
-        return Instant(key.micro + _LEGACY_TOLERANCE - timedelta(microseconds=1), 0)
+        return key.shifted(_LEGACY_TOLERANCE // timedelta(microseconds=1) * 1000 - 1)
     return key
 
 
-def _next_micro(key: Instant) -> Instant:
-    """The first microsecond strictly after ``key`` (so ``col < it`` means ``col <= key``)."""
-    return Instant(key.micro + timedelta(microseconds=1), 0)
+def _just_after(key: Instant) -> Instant:
+    """The first nanosecond strictly after ``key`` (so ``col < it`` means ``col <= key``; the
+    bound parameter rounds it up to the microsecond on PostgreSQL, AC-24e)."""
+    return key.shifted(1)
 
 
 def activation_facts(conn: sa.Connection) -> dict[str, Any]:
@@ -126,7 +127,7 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
     samples: dict[str, sa.Select] = {}
     if capture is not None:
         # AC-24 point 4: every backfilled message predates capture_since (sampled after INSERT).
-        bound = instant_param("capture_since", _next_micro(_latest_possible(capture)))
+        bound = instant_param("capture_since", _just_after(_latest_possible(capture)))
         late = sa.and_(is_backfill, at_or_after(rows.observed_at, bound))
         counts.append(total(late).label("backfill_after_capture"))
         samples["backfill_after_capture"] = (
@@ -135,7 +136,7 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
         sm = subagent_messages()
-        covered_until = instant_param("backfill_through", _next_micro(through))
+        covered_until = instant_param("backfill_through", _just_after(through))
         covering = subagents.alias("covering")  # never correlated with the outer scan
         has_row = (
             sa.select(sa.literal(1))
@@ -156,7 +157,7 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
         )
         samples["uncovered_messages"] = uncovered.order_by(sm.c.created_at, sm.c.id)
         # An under-claim (rows past the published mark) is disclosed, never an error.
-        past = instant_param("through_latest", _next_micro(_latest_possible(through)))
+        past = instant_param("through_latest", _just_after(_latest_possible(through)))
         under = sa.and_(is_backfill, at_or_after(rows.observed_at, past))
         counts.append(total(under).label("backfill_after_through"))
         samples["backfill_after_through"] = (

@@ -30,7 +30,7 @@ from kandev_dq.contract.tables import (
     subagents,
     task_sessions,
 )
-from kandev_dq.sql.dialect import utc_instant
+from kandev_dq.sql.dialect import utc_instant, utc_instant_latest
 from kandev_dq.sql.messages import count_and_sample, qualifies, subagent_messages
 from kandev_dq.store.observe import observe_subagents
 
@@ -114,12 +114,15 @@ def _rules(amended: bool) -> dict[str, tuple[Predicate, tuple[str, ...]]]:
             lambda c: sa.and_(c.tool_status.is_not(None), c.tool_status.not_in(TOOL_STATUSES)),
             ("tool_status", "agent_status"),
         ),
+        # An inversion is a defect only when no reading of the two values is in order: a
+        # whole-second updated_at/settled_at (SQLite's CURRENT_TIMESTAMP, upstream's turn-end
+        # sweep) stands for any instant of its second (CONTRACT §1).
         "timestamp_order": (
             lambda c: sa.or_(
-                utc_instant(c.observed_at) > utc_instant(c.updated_at),
+                utc_instant(c.observed_at) > utc_instant_latest(c.updated_at),
                 sa.and_(
                     c.settled_at.is_not(None),
-                    utc_instant(c.observed_at) > utc_instant(c.settled_at),
+                    utc_instant(c.observed_at) > utc_instant_latest(c.settled_at),
                 ),
             ),
             ("updated_at", "settled_at"),

@@ -3,10 +3,14 @@
 Every query in kandev-dq reaches timestamps and message metadata only through these:
 
 * :class:`utc_instant` — an exact, totally ordered reading of a naive-UTC TIMESTAMP column
-  (CONTRACT §1, AC-24e). SQLite: a fixed-width ``YYYY-MM-DD HH:MM:SS.ffffff`` text built from
-  every stored shape (``' '``/``T``, ``+00:00``/``Z``/none, 0-6 trimmed fraction digits, no
-  ``.`` at a whole second) — never ``julianday``. PostgreSQL: ``col AT TIME ZONE 'UTC'``, so
-  the session time zone never enters.
+  (CONTRACT §1, AC-24e), at the precision the store holds. SQLite: a fixed-width
+  ``YYYY-MM-DD HH:MM:SS.fffffffff`` text (nanoseconds) built from every stored shape
+  (``' '``/``T``, ``+00:00``/``Z``/none, 0-9 trimmed fraction digits, no ``.`` at a whole
+  second) — never ``julianday``. PostgreSQL (µs columns): ``col AT TIME ZONE 'UTC'``, so the
+  session time zone never enters.
+* :class:`utc_instant_latest` — the latest instant a value may stand for: a whole-second value
+  (SQLite's ``CURRENT_TIMESTAMP``) stands for any instant of its second (CONTRACT §1), so order
+  rules between two columns compare one's earliest reading with the other's latest.
 * :func:`at_or_after` / :func:`before` — a column against a parsed key bound as a parameter
   (equality lands after, AC-24 point 3), index-friendly on both dialects.
 * :func:`metadata_doc`, :func:`json_text`, :func:`json_number`, :func:`json_flag` — JSON read
@@ -40,17 +44,46 @@ class utc_instant(FunctionElement):  # noqa: N801 - reads as a SQL function
     type = sa.Text()
 
 
+class utc_instant_latest(FunctionElement):  # noqa: N801
+    """The latest instant a column value may stand for (CONTRACT §1, measured upstream).
+
+    A value whose sub-second part is zero (SQLite's ``CURRENT_TIMESTAMP`` writes whole
+    seconds, as upstream's turn-end sweep does) stands for some instant in ``[s, s + 1 s)``:
+    it reads as the last representable instant of that second. Any other value reads exactly,
+    as :class:`utc_instant` does. Applied alike on both dialects, so one store gives one
+    verdict (AC-19).
+    """
+
+    inherit_cache = True
+    type = sa.Text()
+
+
+def _sqlite_fraction(col: str) -> str:
+    # Fraction digits are whatever follows the '.', minus the offset; trailing zeros may be
+    # dropped with it because they are padded back to nine (CONTRACT §1 trimmed widths).
+    return (
+        f"CASE WHEN substr({col}, 20, 1) = '.' THEN rtrim(substr({col}, 21), '+-:0Z') ELSE '' END"
+    )
+
+
+def _sqlite_fixed(col: str, fraction: str) -> str:
+    return f"(substr({col}, 1, 10) || ' ' || substr({col}, 12, 8) || '.' || {fraction})"
+
+
 @compiles(utc_instant, "sqlite")
 def _utc_instant_sqlite(element, compiler, **kw):
     col = compiler.process(list(element.clauses)[0], **kw)
-    # Fraction digits are whatever follows the '.', minus the offset; trailing zeros may be
-    # dropped with it because they are padded back to six (CONTRACT §1 trimmed widths).
-    fraction = (
-        f"CASE WHEN substr({col}, 20, 1) = '.' THEN rtrim(substr({col}, 21), '+-:0Z') ELSE '' END"
-    )
-    return (
-        f"(substr({col}, 1, 10) || ' ' || substr({col}, 12, 8) || '.' || "
-        f"substr(({fraction}) || '000000', 1, 6))"
+    return _sqlite_fixed(col, f"substr(({_sqlite_fraction(col)}) || '000000000', 1, 9)")
+
+
+@compiles(utc_instant_latest, "sqlite")
+def _utc_instant_latest_sqlite(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    fraction = _sqlite_fraction(col)
+    return _sqlite_fixed(
+        col,
+        f"(CASE WHEN ({fraction}) = '' THEN '999999999' "
+        f"ELSE substr(({fraction}) || '000000000', 1, 9) END)",
     )
 
 
@@ -58,6 +91,15 @@ def _utc_instant_sqlite(element, compiler, **kw):
 def _utc_instant_postgresql(element, compiler, **kw):
     col = compiler.process(list(element.clauses)[0], **kw)
     return f"({col} AT TIME ZONE 'UTC')"
+
+
+@compiles(utc_instant_latest, "postgresql")
+def _utc_instant_latest_postgresql(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    return (
+        f"((CASE WHEN date_trunc('second', {col}) = {col} "
+        f"THEN {col} + interval '999999 microseconds' ELSE {col} END) AT TIME ZONE 'UTC')"
+    )
 
 
 class recognised_utc_text(FunctionElement):  # noqa: N801
@@ -116,7 +158,8 @@ def _recognised_postgresql(element, compiler, **kw):
 
 
 class InstantParam(TypeDecorator):
-    """Binds an :class:`Instant` (or aware datetime) as the exact microsecond bound (AC-24e)."""
+    """Binds an :class:`Instant` (or aware datetime) exactly at the store's precision (AC-24e):
+    nanoseconds on SQLite, the microsecond bound (rounded up) on PostgreSQL."""
 
     impl = sa.Text
     cache_ok = True
@@ -129,8 +172,8 @@ class InstantParam(TypeDecorator):
     def process_bind_param(self, value, dialect):
         if value is None:
             return None
-        bound = value.bound() if isinstance(value, Instant) else Instant.from_datetime(value).micro
-        return bound if dialect.name == "postgresql" else fixed_text(bound)
+        instant = value if isinstance(value, Instant) else Instant.from_datetime(value)
+        return instant.bound() if dialect.name == "postgresql" else fixed_text(instant)
 
 
 def instant_param(name: str, value: Instant | datetime) -> sa.BindParameter:
