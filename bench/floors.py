@@ -106,7 +106,7 @@ class Sql:
             )
             return (
                 f"(substr({col}, 1, 10) || ' ' || substr({col}, 12, 8) || '.' || "
-                f"substr(({frac}) || '000000', 1, 6))"
+                f"substr(({frac}) || '000000000', 1, 9))"
             )
         return col  # naive UTC wall clock: ordered and compared exactly as it is
 
@@ -512,6 +512,34 @@ FROM task_session_messages
 """
     row = conn.exec_driver_sql(sql).one()
     return {"unreadable": int(row[0]), "timestamps": int(row[1]) + int(row[2])}
+
+
+def single_pass(conn: sa.Connection, dialect: str) -> dict[str, int]:
+    """The physical floor of any checker: read each table once.
+
+    Nothing indexes a message's kind, so every checker must decode every message's metadata
+    at least once; and it must read every subagent row. These two statements do only that:
+    one scan of the messages, decoding each document once and counting the distinct
+    ``(task_session_id, tool_call_id)`` keys of subagent messages, and one scan of the
+    subagent rows counting theirs. No rule is evaluated: this denominator owes nothing to the
+    code it measures.
+    """
+    q = Sql(dialect)
+    key = "task_session_id || '|' || tool_call_id"
+    messages = conn.exec_driver_sql(
+        f"SELECT count(*), count(DISTINCT CASE WHEN kind = 'subagent_task' THEN {key} END) "
+        f"FROM (SELECT task_session_id, {q.text('normalized.kind')} AS kind, "
+        f"{q.text('tool_call_id')} AS tool_call_id FROM ({_messages(q)}) AS m) AS decoded"
+    ).one()
+    rows = conn.exec_driver_sql(
+        f"SELECT count(*), count(DISTINCT {key}) FROM task_session_subagents"
+    ).one()
+    return {
+        "messages": int(messages[0]),
+        "subagent_message_keys": int(messages[1]),
+        "rows": int(rows[0]),
+        "row_keys": int(rows[1]),
+    }
 
 
 def facts(conn: sa.Connection, dialect: str, families: list[str]) -> dict[str, Any]:

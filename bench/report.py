@@ -69,6 +69,30 @@ def render(info: dict, results: list[dict]) -> str:
             )
     lines += [
         "",
+        "## Against the single-pass floor (the physical one)",
+        "",
+        "Single pass = one scan of the messages decoding every document once and counting "
+        "the distinct subagent keys, plus one scan of the subagent rows: what any checker "
+        "must read, whatever its rules. SQL ratio = kandev-dq's facts in process / single "
+        "pass; process ratio = the whole `check` process / (GX import + `get_context` + single "
+        "pass); overhead = the whole process - GX import + `get_context` - kandev-dq's facts.",
+        "",
+        "| dialect | scale | single pass (s) | checkpoint | SQL ratio | process ratio | "
+        "overhead (s) |",
+        "|---|---:|---:|---|---:|---:|---:|",
+    ]
+    for r in results:
+        if not r.get("single_pass"):
+            continue
+        single, base = _m(r["single_pass"]), _m(r["baseline"])
+        for cp in ("pre_release", "nightly"):
+            facts, process = _m(r["facts"][cp]), _m(r["process"][cp])
+            lines.append(
+                f"| {r['dialect']} | {r['scale']} | {single:.2f} | {cp} | {facts / single:.2f}× "
+                f"| {process / (base + single):.2f}× | {process - base - facts:.2f} |"
+            )
+    lines += [
+        "",
         "## Peak RSS (MB) of whole processes",
         "",
         "| dialect | scale | GX import + context | `check` pre_release | `check` nightly | "

@@ -73,6 +73,7 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         "migrate_floor": [],
         "facts": {cp: [] for cp in CHECKPOINTS},
         "facts_floor": {cp: [] for cp in CHECKPOINTS},
+        "single_pass": [],
         "process": {cp: [] for cp in CHECKPOINTS},
         "process_rss": {cp: [] for cp in CHECKPOINTS},
         "baseline": [],
@@ -111,6 +112,8 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
     runs_folder = args.work / "projects"
     for round_ in range(args.repeat):
         say(f"{dialect} scale {scale}: checks round {round_ + 1}/{args.repeat}")
+        seconds, _ = measure.single_pass_floor(migrated)
+        result["single_pass"].append(seconds)
         for cp in CHECKPOINTS:
             seconds, floor_out = measure.floor_facts(migrated, fams[cp])
             result["facts_floor"][cp].append(seconds)
