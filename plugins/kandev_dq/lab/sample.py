@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, parse_key, parse_stored
+from kandev_dq.lab.livewriter import healthy_live_row
 from kandev_dq.sql.dialect import utc_instant
 
 # --- the per-unit shape --------------------------------------------------------------------
@@ -140,7 +141,6 @@ _PROSE = (
 )
 _ALNUM = string.ascii_letters + string.digits
 
-_TERMINAL = frozenset(schema.TERMINAL_TOOL_STATUSES)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _SECOND = 1_000_000
@@ -876,48 +876,15 @@ def _live(
 
 def _live_row(rng: random.Random, message: _Message, execution: str) -> dict:
     """The row a healthy live writer leaves for one subagent message (CONTRACT §2)."""
-    meta = message.subagent
-    task = meta["normalized"]["subagent_task"]
-
-    def text(value) -> str | None:
-        return value if isinstance(value, str) and value != "" else None  # '' -> NULL
-
-    def metric(name: str, zero_is_null: bool) -> int | None:
-        value = task.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return None  # AC-7 unreported, AC-9 never negative
-        return None if value == 0 and zero_is_null else value  # AC-7a / AC-8
-
-    agent_status = text(task.get("status"))
-    tool_status = text(meta.get("status"))
-    launched = agent_status == "async_launched"
     observed = message.created_us + rng.randint(0, 3_000)
-    settled = None
-    if tool_status in _TERMINAL:  # AC-10..12: terminality from tool_status only
-        settled = max(observed, message.created_us + message.settle_after_us)
-    updated = settled if settled is not None else observed + rng.randint(0, 5_000)
-    return {
-        "id": _uuid(rng),
-        "task_session_id": message.session_id,
-        "task_id": message.task_id,
-        "turn_id": message.turn_id,
-        "tool_call_id": meta["tool_call_id"],
-        "agent_execution_id": execution,
-        "parent_tool_call_id": text(meta.get("parent_tool_call_id")),
-        "subagent_type": text(task.get("subagent_type")),
-        "description": text(task.get("description")),
-        "agent_id": text(task.get("agent_id")),
-        "child_session_id": text(task.get("child_session_id")),
-        "model": text(task.get("model")),
-        "agent_status": agent_status,
-        "tool_status": tool_status,
-        "is_async": 1 if task.get("is_async") is True else 0,
-        # async_launched rows carry no metrics at all, whatever the frame said (AC-7).
-        "total_tokens": None if launched else metric("total_tokens", True),
-        "tool_use_count": None if launched else metric("tool_use_count", False),
-        "duration_ms": None if launched else metric("duration_ms", True),
-        "source": "live",
-        "observed_at": _aware(observed),
-        "settled_at": None if settled is None else _aware(settled),
-        "updated_at": _aware(updated),
-    }
+    row = healthy_live_row(
+        message.subagent,
+        session_id=message.session_id,
+        task_id=message.task_id,
+        turn_id=message.turn_id,
+        execution=execution,
+        observed=_aware(observed),
+        last_update=_aware(message.created_us + message.settle_after_us),
+        unsettled_lag=lambda: timedelta(microseconds=rng.randint(0, 5_000)),
+    )
+    return {"id": _uuid(rng), **row}

@@ -57,6 +57,7 @@ from kandev_dq.contract.instants import (
 )
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
+from kandev_dq.lab.livewriter import healthy_live_row
 from kandev_dq.lab.storebuilder import StoreBuilder, subagent_metadata
 from kandev_dq.migration import runner as migrate
 from kandev_dq.sql.dialect import utc_instant
@@ -397,46 +398,17 @@ def _healthy_row(
     message: dict[str, Any], execution: str | None, observed: datetime
 ) -> dict[str, Any]:
     """The ``task_session_subagents`` row a healthy live writer leaves (CONTRACT §2)."""
-    meta = json.loads(message["metadata"])
-    task = meta["normalized"]["subagent_task"]
-
-    def text(value) -> str | None:
-        return value if isinstance(value, str) and value else None
-
-    def metric(name: str, zero_is_null: bool) -> int | None:
-        value = task.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return None
-        return None if value == 0 and zero_is_null else value
-
-    agent_status, tool_status = text(task.get("status")), text(meta.get("status"))
-    launched = agent_status == "async_launched"
-    settled = None
-    if tool_status in schema.TERMINAL_TOOL_STATUSES:
-        settled = max(observed, parse_stored(message["updated_at"]))
-    row = {
-        "id": _uid(f"row-{message['id']}-{execution}"),
-        "task_session_id": message["task_session_id"],
-        "task_id": message["task_id"],
-        "turn_id": text(message["turn_id"]),
-        "tool_call_id": meta["tool_call_id"],
-        "parent_tool_call_id": text(meta.get("parent_tool_call_id")),
-        **{k: text(task.get(k)) for k in ("subagent_type", "description", "agent_id")},
-        **{k: text(task.get(k)) for k in ("child_session_id", "model")},
-        "agent_status": agent_status,
-        "tool_status": tool_status,
-        "is_async": 1 if task.get("is_async") is True else 0,
-        "total_tokens": None if launched else metric("total_tokens", True),
-        "tool_use_count": None if launched else metric("tool_use_count", False),
-        "duration_ms": None if launched else metric("duration_ms", True),
-        "source": "live",
-        "observed_at": observed,
-        "settled_at": settled,
-        "updated_at": settled if settled is not None else observed + _MS,
-    }
-    if execution is not None:
-        row["agent_execution_id"] = execution
-    return row
+    row = healthy_live_row(
+        json.loads(message["metadata"]),
+        session_id=message["task_session_id"],
+        task_id=message["task_id"],
+        turn_id=message["turn_id"],
+        execution=execution,
+        observed=observed,
+        last_update=parse_stored(message["updated_at"]),
+        unsettled_lag=lambda: _MS,
+    )
+    return {"id": _uid(f"row-{message['id']}-{execution}"), **row}
 
 
 # --- reading back --------------------------------------------------------------------------------
