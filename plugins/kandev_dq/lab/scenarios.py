@@ -18,20 +18,18 @@ PostgreSQL session in a non-UTC time zone).
 them; :func:`detection_matrix` runs every scenario on both dialects through the ``pre_release``
 checkpoint and renders ``docs/detection-matrix.md``::
 
-    python -m kandev_dq.lab.scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" \\
+    kandev-dq scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" \\
         --out docs/detection-matrix.md
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import uuid
@@ -1813,7 +1811,7 @@ def scratch_postgres(server: str) -> Iterator[str]:
 # --- the detection matrix -------------------------------------------------------------------------
 
 MATRIX_COMMAND = (
-    'python -m kandev_dq.lab.scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" '
+    'kandev-dq scenarios matrix --postgres "$KANDEV_TEST_POSTGRES_URL" '
     "--out docs/detection-matrix.md"
 )
 TIMING_HEADING = "## Timing"
@@ -1933,40 +1931,3 @@ def detection_matrix(
             if all(pair) and pair[0].signature != pair[1].signature:  # type: ignore[union-attr]
                 found.append(f"{name}: SQLite and PostgreSQL disagree")
     return render_matrix(verdicts, time.perf_counter() - started), found
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m kandev_dq.lab.scenarios", description=__doc__.splitlines()[0]
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("list", help="name every scenario")
-    matrix = commands.add_parser("matrix", help="run every scenario and write the matrix")
-    matrix.add_argument("--postgres", help="a PostgreSQL database to create scratch schemas in")
-    matrix.add_argument("--out", type=Path, help="write here (default: stdout)")
-    matrix.add_argument("--project", type=Path, help="GX project (default: built from the code)")
-    args = parser.parse_args(argv)
-    if args.command == "list":
-        for scenario in SCENARIOS.values():
-            print(f"{scenario.name:<44} {scenario.expected:<32} {scenario.summary}")
-        return 0
-    if not args.postgres:
-        print(
-            "kandev-dq: error: --postgres is required: the matrix covers both dialects",
-            file=sys.stderr,
-        )
-        return 2
-    text, found = detection_matrix(
-        args.postgres, project=args.project, say=lambda line: print(line, file=sys.stderr)
-    )
-    if args.out:
-        args.out.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
-    for problem in found:
-        print(f"kandev-dq: problem: {problem}", file=sys.stderr)
-    return 1 if found else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
