@@ -7,12 +7,15 @@ The sample generator and the scenarios both record live subagents through
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from kandev_dq.contract import tables as schema
 
 _TERMINAL = frozenset(schema.TERMINAL_TOOL_STATUSES)
+
+#: An instant in whatever form the caller keeps: a datetime, or integer nanoseconds for a
+#: writer that stamps at Go's resolution. It must order and add its lag.
+When = TypeVar("When")
 
 
 def _text(value: Any) -> str | None:
@@ -27,9 +30,9 @@ def healthy_live_row(
     task_id: str,
     turn_id: str | None,
     execution: str | None,
-    observed: datetime,
-    last_update: datetime,
-    unsettled_lag: Callable[[], timedelta],
+    observed: When,
+    last_update: When,
+    unsettled_lag: Callable[[], Any],
 ) -> dict[str, Any]:
     """The ``task_session_subagents`` columns for a subagent message's parsed ``metadata``.
 
