@@ -198,3 +198,12 @@ def test_scenario_verdict_on_both_dialects(name, built_project, tmp_path, reques
     assert lite.signature == pg.signature, "SQLite and PostgreSQL disagree"
     generated = scenarios.matrix_row(scenario, {"sqlite": lite, "postgresql": pg})
     assert committed == generated, REGENERATE
+
+
+def test_the_matrix_command_needs_a_postgresql_database():
+    from typer.testing import CliRunner
+
+    from kandev_dq.cli import app
+
+    refused = CliRunner().invoke(app, ["scenarios", "matrix", "--out", "matrix.md"])
+    assert refused.exit_code == 2 and "--postgres" in refused.output

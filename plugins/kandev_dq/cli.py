@@ -372,6 +372,41 @@ def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
     out.print(f"applied the between-runs mutation of {name} to {redact(store)}", markup=False)
 
 
+@scenarios_app.command("matrix")
+def scenarios_matrix(
+    postgres: Annotated[
+        str,
+        typer.Option(
+            "--postgres",
+            help="A PostgreSQL database to create scratch schemas in (the matrix covers both "
+            "dialects).",
+        ),
+    ],
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write the matrix here (default: stdout).")
+    ] = None,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project", help="GX project (default: built from the code).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """Run every scenario on both dialects and write the detection matrix."""
+    from kandev_dq.lab.scenarios import detection_matrix
+
+    text, found = detection_matrix(
+        postgres, project=project, say=lambda line: err.print(line, markup=False)
+    )
+    if out_file is None:
+        sys.stdout.write(text)
+    else:
+        out_file.write_text(text, encoding="utf-8")
+    for problem in found:
+        err.print(f"kandev-dq: problem: {problem}", markup=False)
+    raise typer.Exit(int(ExitCode.FAILED if found else ExitCode.OK))
+
+
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
     try:

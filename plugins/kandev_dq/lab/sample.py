@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, parse_key, parse_stored
+from kandev_dq.lab.livewriter import healthy_live_row
 from kandev_dq.sql.dialect import utc_instant
 
 # --- the per-unit shape --------------------------------------------------------------------
@@ -140,7 +141,6 @@ _PROSE = (
 )
 _ALNUM = string.ascii_letters + string.digits
 
-_TERMINAL = frozenset(schema.TERMINAL_TOOL_STATUSES)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _SECOND = 1_000_000
@@ -574,50 +574,103 @@ def _unit(
     prev_us: int,
     summary: SampleSummary,
 ) -> tuple[list[tuple], list[tuple], list[tuple]]:
-    """One scale unit: session, turn and message rows, messages in created_at order."""
+    """One scale unit: session, turn and message rows, messages in created_at order.
+
+    The steps draw from ``rng`` in a fixed order, so one seed always yields the same rows.
+    """
+    sessions = _unit_sessions(rng)
+    plan = _UnitPlan.draw(rng)
+    turn_members = _converse(rng, text, sessions, plan, summary)
+    messages = [m for members in turn_members for m in members]
+    _legacy_metadata(rng, messages, summary)
+    messages.sort(key=lambda m: m.natural)
+    _place(rng, messages, base_us, window_us, prev_us)
+    if summary.first_created_at is None:
+        summary.first_created_at = _aware(messages[0].created_us)
+    session_rows, turn_rows = _session_and_turn_rows(rng, sessions, plan, turn_members)
+    summary.sessions += len(session_rows)
+    summary.turns += len(turn_rows)
+    summary.messages += len(messages)
+    summary.subagent_messages += sum(plan.fanouts)
+    return session_rows, turn_rows, [m.row() for m in messages]
+
+
+def _unit_sessions(rng: random.Random) -> list[tuple[str, str]]:
+    """The unit's (session id, task id) pairs; a task sometimes gets a second session."""
     sessions: list[tuple[str, str]] = []
     tasks: list[str] = []
     for _ in range(SESSIONS_PER_UNIT):
-        # A task sometimes gets a second session (a restart or a follow-up).
+        # A restart or a follow-up reuses an earlier task.
         task = rng.choice(tasks) if tasks and rng.random() < 0.2 else _uuid(rng)
         if task not in tasks:
             tasks.append(task)
         sessions.append((_uuid(rng), task))
-    per_session = [1] * SESSIONS_PER_UNIT
-    for _ in range(TURNS_PER_UNIT - SESSIONS_PER_UNIT):
-        per_session[rng.randrange(SESSIONS_PER_UNIT)] += 1
-    fanouts = [k for k, n in FANOUT_TURNS.items() for _ in range(n)]
-    rng.shuffle(fanouts)
-    statuses = [s for s, n in AGENT_STATUS_MIX.items() for _ in range(n)]
-    rng.shuffle(statuses)
-    completed = [i for i, s in enumerate(statuses) if s == "completed"]
-    without_model = set(rng.sample(completed, COMPLETED_WITHOUT_MODEL))
-    without_type = set(rng.sample(range(SUBAGENT_MESSAGES_PER_UNIT), WITHOUT_SUBAGENT_TYPE))
-    tool_calls = [_tool_call_id(rng) for _ in statuses]
+    return sessions
 
-    # Turns in session order; turn t owns subagent indices [first[t], first[t] + fanouts[t]).
-    turn_keys: list[tuple[int, str]] = []
-    for s, n in enumerate(per_session):
-        turn_keys.extend((s, _uuid(rng)) for _ in range(n))
-    first = [0]
-    for k in fanouts:
-        first.append(first[-1] + k)
-    wide = [t for t, k in enumerate(fanouts) if k >= 2]
-    parents: dict[int, int] = {}
-    for t in rng.sample(wide, NESTED_PER_UNIT):
-        child = first[t] + fanouts[t] - 1
-        parents[child] = rng.randrange(first[t], child)
 
-    messages: list[_Message] = []
-    turn_members: list[list[_Message]] = []
+@dataclass
+class _UnitPlan:
+    """Which turns the unit has and which subagent messages each launches, before any text.
+
+    Turn ``t`` belongs to session ``turn_keys[t][0]`` and owns the subagent indices
+    ``[first[t], first[t] + fanouts[t])``; ``parents`` maps a nested child to its parent.
+    """
+
+    turn_keys: list[tuple[int, str]]
+    fanouts: list[int]
+    first: list[int]
+    statuses: list[str | None]
+    without_model: set[int]
+    without_type: set[int]
+    tool_calls: list[str]
+    parents: dict[int, int]
+
+    @classmethod
+    def draw(cls, rng: random.Random) -> _UnitPlan:
+        per_session = [1] * SESSIONS_PER_UNIT
+        for _ in range(TURNS_PER_UNIT - SESSIONS_PER_UNIT):
+            per_session[rng.randrange(SESSIONS_PER_UNIT)] += 1
+        fanouts = [k for k, n in FANOUT_TURNS.items() for _ in range(n)]
+        rng.shuffle(fanouts)
+        statuses = [s for s, n in AGENT_STATUS_MIX.items() for _ in range(n)]
+        rng.shuffle(statuses)
+        completed = [i for i, s in enumerate(statuses) if s == "completed"]
+        without_model = set(rng.sample(completed, COMPLETED_WITHOUT_MODEL))
+        without_type = set(rng.sample(range(SUBAGENT_MESSAGES_PER_UNIT), WITHOUT_SUBAGENT_TYPE))
+        tool_calls = [_tool_call_id(rng) for _ in statuses]
+        # Turns in session order.
+        turn_keys: list[tuple[int, str]] = []
+        for s, n in enumerate(per_session):
+            turn_keys.extend((s, _uuid(rng)) for _ in range(n))
+        first = [0]
+        for k in fanouts:
+            first.append(first[-1] + k)
+        wide = [t for t, k in enumerate(fanouts) if k >= 2]
+        parents: dict[int, int] = {}
+        for t in rng.sample(wide, NESTED_PER_UNIT):
+            child = first[t] + fanouts[t] - 1
+            parents[child] = rng.randrange(first[t], child)
+        return cls(
+            turn_keys, fanouts, first, statuses, without_model, without_type, tool_calls, parents
+        )
+
+
+def _converse(
+    rng: random.Random,
+    text: _Text,
+    sessions: list[tuple[str, str]],
+    plan: _UnitPlan,
+    summary: SampleSummary,
+) -> list[list[_Message]]:
+    """Every turn's messages, prompt first, on each session's own clock (``natural``)."""
     natural_span = HISTORY_SPAN.total_seconds()
     clock: dict[int, float] = {}
-    for t, (s, turn_id) in enumerate(turn_keys):
+    turn_members: list[list[_Message]] = []
+    for t, (s, turn_id) in enumerate(plan.turn_keys):
         session_id, task_id = sessions[s]
         # Sessions start at different times over the span; a user pauses between turns.
         now = clock.get(s)
         now = rng.uniform(0, 0.7 * natural_span) if now is None else now + rng.expovariate(1 / 1500)
-        members: list[_Message] = []
         prompt = _Message(
             id=_uuid(rng),
             session_id=session_id,
@@ -629,62 +682,83 @@ def _unit(
             metadata="{}",
             natural=now,
         )
-        members.append(prompt)
-        k = fanouts[t]
+        k = plan.fanouts[t]
         # About ten ordinary messages per subagent message, the prompt included.
         ordinary = [
             _ordinary(rng, text, session_id, task_id, turn_id)
             for _ in range(rng.randint(8 * k, 12 * k) - 1)
         ]
-        launches: list[_Message] = []
-        for i in range(first[t], first[t] + k):
-            meta, settle = _subagent_metadata(
-                rng,
-                statuses[i],
-                tool_call_id=tool_calls[i],
-                parent_tool_call_id=tool_calls[parents[i]] if i in parents else None,
-                with_model=i not in without_model,
-                with_type=i not in without_type,
-                zero_metrics=rng.random() < 0.5,
-            )
-            launches.append(
-                _Message(
-                    id=_uuid(rng),
-                    session_id=session_id,
-                    task_id=task_id,
-                    turn_id=turn_id,
-                    author_type="agent",
-                    content=_subagent_content(rng, text, meta),
-                    type="tool_call",
-                    metadata=json.dumps(meta),
-                    settle_after_us=settle,
-                    subagent=meta,
-                )
-            )
-            summary.by_agent_status[statuses[i]] += 1
-        # Parallel launches come in one burst; otherwise they are spread through the turn.
-        if rng.random() < 0.6:
-            at = rng.randint(1, len(ordinary))
-            body = ordinary[:at] + launches + ordinary[at:]
-        else:
-            body = list(ordinary)
-            for launch in launches:
-                body.insert(rng.randint(1, len(body)), launch)
-            # A nested child must follow its parent: keep launches in their own order.
-            slots = sorted(i for i, m in enumerate(body) if m.subagent is not None)
-            for slot, launch in zip(slots, launches, strict=True):
-                body[slot] = launch
+        launches = [
+            _launch(rng, text, plan, i, session_id, task_id, turn_id, summary)
+            for i in range(plan.first[t], plan.first[t] + k)
+        ]
+        members = [prompt]
         previous = None
-        for message in body:
+        for message in _interleave(rng, ordinary, launches):
             burst = previous is not None and previous.subagent and message.subagent
             now += rng.uniform(0.03, 0.3) if burst else rng.expovariate(1 / 4)
             message.natural = now
             members.append(message)
             previous = message
         clock[s] = now
-        messages.extend(members)
         turn_members.append(members)
+    return turn_members
 
+
+def _launch(
+    rng: random.Random,
+    text: _Text,
+    plan: _UnitPlan,
+    i: int,
+    session_id: str,
+    task_id: str,
+    turn_id: str,
+    summary: SampleSummary,
+) -> _Message:
+    """The unit's subagent message number ``i``."""
+    meta, settle = _subagent_metadata(
+        rng,
+        plan.statuses[i],
+        tool_call_id=plan.tool_calls[i],
+        parent_tool_call_id=plan.tool_calls[plan.parents[i]] if i in plan.parents else None,
+        with_model=i not in plan.without_model,
+        with_type=i not in plan.without_type,
+        zero_metrics=rng.random() < 0.5,
+    )
+    summary.by_agent_status[plan.statuses[i]] += 1
+    return _Message(
+        id=_uuid(rng),
+        session_id=session_id,
+        task_id=task_id,
+        turn_id=turn_id,
+        author_type="agent",
+        content=_subagent_content(rng, text, meta),
+        type="tool_call",
+        metadata=json.dumps(meta),
+        settle_after_us=settle,
+        subagent=meta,
+    )
+
+
+def _interleave(
+    rng: random.Random, ordinary: list[_Message], launches: list[_Message]
+) -> list[_Message]:
+    """A turn's body: parallel launches in one burst, or spread through the turn in order."""
+    if rng.random() < 0.6:
+        at = rng.randint(1, len(ordinary))
+        return ordinary[:at] + launches + ordinary[at:]
+    body = list(ordinary)
+    for launch in launches:
+        body.insert(rng.randint(1, len(body)), launch)
+    # A nested child must follow its parent: keep launches in their own order.
+    slots = sorted(i for i, m in enumerate(body) if m.subagent is not None)
+    for slot, launch in zip(slots, launches, strict=True):
+        body[slot] = launch
+    return body
+
+
+def _legacy_metadata(rng: random.Random, messages: list[_Message], summary: SampleSummary) -> None:
+    """Give a few agent text messages the legacy metadata ``''``, ``'null'`` or NULL (AC-23b)."""
     candidates = [m for m in messages if m.type == "message" and m.author_type == "agent"]
     legacy = rng.sample(candidates, LEGACY_PER_KIND * len(LEGACY_METADATA))
     for n, message in enumerate(legacy):
@@ -692,20 +766,30 @@ def _unit(
         message.metadata = LEGACY_METADATA[name]
         summary.legacy_metadata[name] += 1
 
-    # Place the unit in its window: compress if needed, then strictly increasing instants.
-    messages.sort(key=lambda m: m.natural)
+
+def _place(
+    rng: random.Random, messages: list[_Message], base_us: int, window_us: int, prev_us: int
+) -> None:
+    """Place the unit's messages (sorted) in its window: compressed if needed, then strictly
+    increasing instants after ``prev_us``."""
     latest = messages[-1].natural or 1.0
     factor = min(1.0, 0.98 * window_us / (latest * _SECOND))
     prev = prev_us
     for message in messages:
         prev = _realistic(base_us + int(message.natural * _SECOND * factor), prev, rng)
         message.created_us = prev
-    if summary.first_created_at is None:
-        summary.first_created_at = _aware(messages[0].created_us)
 
+
+def _session_and_turn_rows(
+    rng: random.Random,
+    sessions: list[tuple[str, str]],
+    plan: _UnitPlan,
+    turn_members: list[list[_Message]],
+) -> tuple[list[tuple], list[tuple]]:
+    """Session and turn rows spanning their placed messages."""
     turn_rows: list[tuple] = []
     bounds: dict[str, list[int]] = {}
-    for (s, turn_id), members in zip(turn_keys, turn_members, strict=True):
+    for (s, turn_id), members in zip(plan.turn_keys, turn_members, strict=True):
         session_id, task_id = sessions[s]
         started = members[0].created_us
         completed = members[-1].created_us + rng.randint(0, 2_000) * _MS
@@ -720,11 +804,7 @@ def _unit(
     for session_id, task_id in sessions:
         first_us, last_us = bounds[session_id]
         session_rows.append((session_id, task_id, first_us - rng.randint(0, 2_000) * _MS, last_us))
-    summary.sessions += len(session_rows)
-    summary.turns += len(turn_rows)
-    summary.messages += len(messages)
-    summary.subagent_messages += sum(fanouts)
-    return session_rows, turn_rows, [m.row() for m in messages]
+    return session_rows, turn_rows
 
 
 # --- live traffic --------------------------------------------------------------------------
@@ -876,48 +956,15 @@ def _live(
 
 def _live_row(rng: random.Random, message: _Message, execution: str) -> dict:
     """The row a healthy live writer leaves for one subagent message (CONTRACT §2)."""
-    meta = message.subagent
-    task = meta["normalized"]["subagent_task"]
-
-    def text(value) -> str | None:
-        return value if isinstance(value, str) and value != "" else None  # '' -> NULL
-
-    def metric(name: str, zero_is_null: bool) -> int | None:
-        value = task.get(name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            return None  # AC-7 unreported, AC-9 never negative
-        return None if value == 0 and zero_is_null else value  # AC-7a / AC-8
-
-    agent_status = text(task.get("status"))
-    tool_status = text(meta.get("status"))
-    launched = agent_status == "async_launched"
     observed = message.created_us + rng.randint(0, 3_000)
-    settled = None
-    if tool_status in _TERMINAL:  # AC-10..12: terminality from tool_status only
-        settled = max(observed, message.created_us + message.settle_after_us)
-    updated = settled if settled is not None else observed + rng.randint(0, 5_000)
-    return {
-        "id": _uuid(rng),
-        "task_session_id": message.session_id,
-        "task_id": message.task_id,
-        "turn_id": message.turn_id,
-        "tool_call_id": meta["tool_call_id"],
-        "agent_execution_id": execution,
-        "parent_tool_call_id": text(meta.get("parent_tool_call_id")),
-        "subagent_type": text(task.get("subagent_type")),
-        "description": text(task.get("description")),
-        "agent_id": text(task.get("agent_id")),
-        "child_session_id": text(task.get("child_session_id")),
-        "model": text(task.get("model")),
-        "agent_status": agent_status,
-        "tool_status": tool_status,
-        "is_async": 1 if task.get("is_async") is True else 0,
-        # async_launched rows carry no metrics at all, whatever the frame said (AC-7).
-        "total_tokens": None if launched else metric("total_tokens", True),
-        "tool_use_count": None if launched else metric("tool_use_count", False),
-        "duration_ms": None if launched else metric("duration_ms", True),
-        "source": "live",
-        "observed_at": _aware(observed),
-        "settled_at": None if settled is None else _aware(settled),
-        "updated_at": _aware(updated),
-    }
+    row = healthy_live_row(
+        message.subagent,
+        session_id=message.session_id,
+        task_id=message.task_id,
+        turn_id=message.turn_id,
+        execution=execution,
+        observed=_aware(observed),
+        last_update=_aware(message.created_us + message.settle_after_us),
+        unsettled_lag=lambda: timedelta(microseconds=rng.randint(0, 5_000)),
+    )
+    return {"id": _uuid(rng), **row}

@@ -25,7 +25,8 @@ from kandev_dq.contract.instants import (
 Stamp = datetime | str
 
 T0 = datetime(2026, 7, 30, 1, 39, 37, 271235, tzinfo=UTC)
-_SUBAGENT_FIELDS = (
+#: The payload fields under ``normalized.subagent_task``, in CONTRACT §1's order.
+SUBAGENT_FIELDS = (
     "subagent_type",
     "description",
     "status",
@@ -47,7 +48,7 @@ def subagent_metadata(
     **task: Any,
 ) -> dict[str, Any]:
     """A subagent message's metadata: ACP fields on top, the payload under normalized."""
-    unknown = set(task) - set(_SUBAGENT_FIELDS)
+    unknown = set(task) - set(SUBAGENT_FIELDS)
     if unknown:
         raise TypeError(f"unknown subagent_task field(s): {sorted(unknown)}")
     document: dict[str, Any] = {"normalized": {"kind": "subagent_task", "subagent_task": task}}
