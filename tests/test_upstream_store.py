@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
 import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
@@ -156,12 +155,6 @@ def test_the_live_writer_records_every_launch_after_the_keys(target):
     assert live.swept_in_creation_second == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="expect_observed_at_not_after_updated_or_settled reads a whole-second turn-end "
-    "sweep in the second of creation as an inversion on SQLite only (CONTRACT §1)",
-)
 def test_pre_release_passes_alike_on_both_dialects_after_migrate_and_live_traffic(
     sqlite_target, pg_target, built_project, tmp_path
 ):

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
+from kandev_dq.lab import upstream
 from kandev_dq.lab.scenarios.baseline import (
     EXECUTION_1,
     EXECUTION_2,
@@ -50,6 +51,18 @@ from kandev_dq.lab.scenarios.rows import (
 @registered("healthy_baseline", "The baseline itself: history, the real migration, live rows")
 def _healthy_baseline(engine: sa.Engine) -> None:
     baseline(engine)
+
+
+@registered(
+    "upstream_shaped",
+    "A store in upstream's own shapes (9-digit SQLite fractions, turn-end sweeps in the second "
+    "of creation, 'null' metadata, nested subagents, a reused tool_call_id), activated as "
+    "upstream's build does it, then migrated and written to by upstream's live writer",
+)
+def _upstream_shaped(engine: sa.Engine) -> None:
+    upstream.build_upstream_store(engine, seed=0)
+    run_migration(engine)  # the AC-33b self-heal: writes execution_since and nothing else
+    upstream.append_upstream_live(engine, seed=0)
 
 
 @registered("fresh_install", "A store created empty: the backfill matched nothing ('' sentinel)")

@@ -12,6 +12,7 @@ from kandev_dq.contract.instants import (
     go_sqlite_text,
     parse_key,
 )
+from kandev_dq.lab import upstream
 from kandev_dq.lab.scenarios.baseline import (
     S3,
     T1,
@@ -37,6 +38,18 @@ from kandev_dq.migration import runner as migrate
 def _go_space(value: str) -> str:
     """A key in a column's storage form (``2026-07-30 01:39:37.271235+00:00``)."""
     return go_sqlite_text(parse_key(value).micro)
+
+
+@registered(
+    "upstream_activated_without_execution_since",
+    "A store upstream's build activated: amended table, both backfill keys, no execution_since",
+    violates=("AC-24b",),
+    severity="error",
+)
+def _upstream_without_execution_since(engine: sa.Engine) -> None:
+    # Upstream's build never writes execution_since (CONTRACT §3, upstream departure): the
+    # AC-33b self-heal case, which the check explains and `kandev-dq migrate` completes.
+    upstream.build_upstream_store(engine, seed=0)
 
 
 @registered(

@@ -18,7 +18,7 @@ from kandev_dq.lab.scenarios.baseline import (
 )
 from kandev_dq.lab.scenarios.mutations import drop_execution_not_null, stored_row, update_rows
 from kandev_dq.lab.scenarios.registry import registered
-from kandev_dq.lab.scenarios.rows import MILLISECOND
+from kandev_dq.lab.scenarios.rows import MILLISECOND, SECOND
 
 
 @registered(
@@ -120,6 +120,21 @@ def _settled_early(engine: sa.Engine) -> None:
     row = stored_row(engine, TC_LIVE_RUNNING)
     settled = parse_stored(row["observed_at"]) + 5 * MILLISECOND
     update_rows(engine, TC_LIVE_RUNNING, "live", settled_at=settled, updated_at=settled)
+
+
+@registered(
+    "updated_at_a_second_before_observed_at",
+    "A live row's whole-second updated_at lies in the second before it was observed",
+    violates=("§2-timestamps",),
+    severity="error",
+)
+def _updated_before_observed(engine: sa.Engine) -> None:
+    # A whole-second value spans its second (CONTRACT §1), so only an inversion past the
+    # end of that second is a defect: here the second before the row's observed_at.
+    baseline(engine)
+    observed = parse_stored(stored_row(engine, TC_LIVE_COMPLETED)["observed_at"])
+    swept = (observed - SECOND).strftime("%Y-%m-%d %H:%M:%S")
+    update_rows(engine, TC_LIVE_COMPLETED, "live", updated_at=swept)
 
 
 @registered(
