@@ -32,8 +32,6 @@ CHECKPOINT_DIR = "checkpoints"
 DEFINITION_DIR = "validation_definitions"
 #: Modules a project's config may name by default: kandev-dq's own and GX's own.
 TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
-#: Where GX looks for plugins when the yml names none (it appends the folder to sys.path).
-DEFAULT_PLUGINS = "plugins/"
 _project_code_allowed: ContextVar[bool] = ContextVar("project_code_allowed", default=False)
 
 
@@ -182,8 +180,9 @@ def refuse_project_code(root: Path) -> None:
 
     A project is data: checkouts written by others are checked with it. GX imports whatever
     ``module_name`` the yml names (stores, store backends, data docs sites, their builders,
-    renderers and views) and the checkpoints name (action renderers), and puts the plugins
-    folder on ``sys.path``. This reads those files before GX does; nothing is imported here.
+    renderers and views) and the checkpoints name (action renderers), and puts the yml's
+    ``plugins_directory`` on ``sys.path``. This reads those files before GX does and imports
+    nothing.
     """
     if _project_code_allowed.get():
         return
@@ -202,13 +201,12 @@ def refuse_project_code(root: Path) -> None:
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise KandevDqError(f"cannot read {checkpoint}: {type(exc).__name__}") from None
         _refuse_foreign_modules(checkpoint, document)
-    plugins = config.get("plugins_directory")
-    folder = root / (plugins or DEFAULT_PLUGINS)
+    plugins = config.get("plugins_directory")  # GX appends it to sys.path
     own = Path(__file__).resolve().parents[2]  # the folder kandev_dq itself is imported from
-    if folder.is_dir() and folder.resolve() != own:
+    if plugins is not None and (root / str(plugins)).resolve() != own:
         raise KandevDqError(
-            f"{yml}: plugins_directory {plugins or DEFAULT_PLUGINS!r} holds project code "
-            f"({folder}); pass --allow-project-code to run it"
+            f"{yml}: plugins_directory {plugins!r} is project code, not kandev-dq's; "
+            "pass --allow-project-code to run it"
         )
 
 
