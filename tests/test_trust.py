@@ -14,6 +14,7 @@ from rich.console import Console
 import kandev_dq.cli as cli_module
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.run.progress import RichProgress
 from kandev_dq.run.project import PROJECT_FILE, generated_files, refuse_project_code
 from kandev_dq.text import markdown_code, one_line, printable
 from tests.gxhelpers import REPO
@@ -179,6 +180,18 @@ def test_check_on_a_terminal_reads_no_value_as_markup(sqlite_target, project, ca
     assert code == 1, err
     _inert_in_text(out)
     assert "\\x1b[2J" in out
+
+
+def test_progress_reads_no_project_name_as_markup():
+    screen = io.StringIO()
+    bar = RichProgress(Console(file=screen, force_terminal=True, width=300))
+    suite = "[link=http://x]s[/link]"
+    bar.started(f"[/x]{SCREEN}", [(suite, 1)])  # [/x] in a label would raise MarkupError
+    bar.suite_done(suite, {"error": 1})
+    bar.finished()
+    shown = screen.getvalue()
+    assert "\x1b]8;" not in shown and "\x1b[2J" not in shown and "\x07" not in shown
+    assert f"[/x]{printable(SCREEN)}: {suite}: 1 rules" in shown
 
 
 def test_history_and_errors_show_a_hostile_store_path_escaped(tmp_path, project, capsys):
