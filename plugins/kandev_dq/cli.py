@@ -290,7 +290,8 @@ def docs(
     if built.overview is None:
         err.print(
             "kandev-dq: note: this project's site is GX's stock one (CDN assets, no store "
-            "overview); regenerate the project with `kandev-dq init` to read it offline",
+            "overview); regenerate the project with `kandev-dq init --force DIR` to read it "
+            "offline",
             markup=False,
         )
     say(built.index)
