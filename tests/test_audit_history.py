@@ -259,11 +259,12 @@ def test_json_stdout_is_one_object_and_stderr_has_no_tqdm(sqlite_target, project
     assert not [mark for mark in TQDM_MARKS if mark in done.stderr], done.stderr
     lines = done.stderr.splitlines()
     assert lines[0].startswith("kandev-dq: nightly: 3 suite(s), ")
-    assert [line.split("] ")[1].split(":")[0] for line in lines[1:]] == [
+    assert [line.split("] ")[1].split(":")[0] for line in lines[1:-1]] == [
         "activation",
         "writer_health",
         "rows",
     ]
+    assert lines[-1] == f"kandev-dq: project {project.resolve()}"
     assert "globally: true" in yml.read_text()  # the override lived in memory only
 
 

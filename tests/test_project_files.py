@@ -21,4 +21,4 @@ def test_committed_suites_checkpoints_and_definitions_match_the_code(built_proje
         for name, path in built.items():
             assert _without_ids(json.loads(committed[name].read_text())) == _without_ids(
                 json.loads(path.read_text())
-            ), f"{folder}/{name} differs from the code: run `kandev-dq init .`"
+            ), f"{folder}/{name} differs from the code: run `kandev-dq init --force .`"

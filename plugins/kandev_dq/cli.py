@@ -8,6 +8,7 @@ store, not a Kandev store, broken project). Errors are one line on stderr, never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -18,9 +19,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.store.access import redact
+from kandev_dq.text import one_line, printable
 
 app = typer.Typer(
     add_completion=False,
@@ -55,6 +58,20 @@ ProjectOption = Annotated[
 QuietOption = Annotated[
     bool, typer.Option("--quiet", "-q", help="No progress lines on stderr.", show_default=False)
 ]
+AllowCodeOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-project-code",
+        help="Let the project's config name Python of its own (plugins, stores, sites, "
+        "actions). Off: only kandev-dq's and GX's own classes load; anything else exits 2.",
+        show_default=False,
+    ),
+]
+
+
+def say(text: object) -> None:
+    """One line (or a multi-line block) on stdout, control characters shown escaped."""
+    out.print(printable(text), markup=False)
 
 
 def _progress(quiet: bool):
@@ -86,6 +103,17 @@ def _project(project: Path | None) -> Path:
     return project or default_project()
 
 
+def _used(project: Path) -> None:
+    """Name on stderr the project a run used: its config decided what the run loaded."""
+    err.print(f"kandev-dq: project {printable(project.resolve())}", markup=False)
+
+
+def _trusting(allow_project_code: bool) -> contextlib.AbstractContextManager:
+    from kandev_dq.run.project import project_code_allowed
+
+    return project_code_allowed() if allow_project_code else contextlib.nullcontext()
+
+
 @app.command()
 def sample(
     out_target: Annotated[
@@ -115,14 +143,14 @@ def sample(
         summary = generate(store.engine, scale=scale, seed=seed)
     finally:
         store.dispose()
-    out.print(f"sample store: {store.display_url}")
-    out.print(
+    say(f"sample store: {store.display_url}")
+    say(
         f"  {summary.sessions} sessions, {summary.turns} turns, {summary.messages} messages "
         f"({summary.subagent_messages} subagent, {summary.ordinary_messages} ordinary)"
     )
     statuses = ", ".join(f"{k or '(none)'}={v}" for k, v in summary.by_agent_status.items())
-    out.print(f"  subagent statuses: {statuses}")
-    out.print(f"  created_at from {summary.first_created_at} to {summary.last_created_at}")
+    say(f"  subagent statuses: {statuses}")
+    say(f"  created_at from {summary.first_created_at} to {summary.last_created_at}")
 
 
 @app.command()
@@ -145,7 +173,7 @@ def migrate(
     if output is Format.json:
         print(json.dumps(report.to_dict(), default=str))
     else:
-        out.print(report.render(), markup=False)
+        say(report.render())
     raise typer.Exit(int(report.exit_code))
 
 
@@ -159,11 +187,16 @@ def check(
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
     project: ProjectOption = None,
     quiet: QuietOption = False,
+    allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     from kandev_dq.run.check import run_check, verdict_line
 
-    report = run_check(_project(project), store, checkpoint, _progress(quiet))
+    folder = _project(project)
+    with _trusting(allow_project_code):
+        report = run_check(folder, store, checkpoint, _progress(quiet))
+    if not quiet:
+        _used(folder)
     if output is Format.json:
         print(json.dumps(report.to_json(), default=str))
     else:
@@ -177,16 +210,16 @@ def _print_report(report, headline: str) -> None:
         table = Table("severity", "rule", "AC", "finding")
         for column in table.columns:
             column.overflow = "fold"
-        for r in flagged:
-            table.add_row(r.severity, r.expectation, ", ".join(r.rules), r.message)
+        for r in flagged:  # Text cells: a finding quoting a store value is never rich markup
+            cells = (r.severity, r.expectation, ", ".join(r.rules), r.message)
+            table.add_row(*(Text(one_line(cell)) for cell in cells))
         out.print(table)
     else:  # plain lines for logs, cron mail and pipes
         for r in flagged:
-            line = f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"
-            out.print(line, markup=False)
-    out.print(headline, markup=False)
+            say(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"))
+    say(headline)
     if report.docs_index:
-        out.print(f"data docs: {report.docs_index}", markup=False)
+        say(f"data docs: {report.docs_index}")
 
 
 @app.command()
@@ -198,14 +231,19 @@ def audit(
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
     project: ProjectOption = None,
     quiet: QuietOption = False,
+    allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
     from kandev_dq.report.audit import run_audit
     from kandev_dq.run.check import verdict_line
 
-    done = run_audit(_project(project), store, out_dir, _progress(quiet))
-    out.print(verdict_line(done.report), markup=False)
-    out.print(f"audit: {done.folder / 'SUMMARY.md'}", markup=False)
+    folder = _project(project)
+    with _trusting(allow_project_code):
+        done = run_audit(folder, store, out_dir, _progress(quiet))
+    if not quiet:
+        _used(folder)
+    say(verdict_line(done.report))
+    say(f"audit: {done.folder / 'SUMMARY.md'}")
     raise typer.Exit(int(done.report.exit_code(fail_on.value)))
 
 
@@ -215,17 +253,21 @@ def history(
     project: ProjectOption = None,
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs.")] = 20,
     output: Annotated[Format, typer.Option("--format")] = Format.text,
+    allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Past runs of a store in this project, newest first: when each rule started failing."""
     from kandev_dq.report.history import history as past_runs
     from kandev_dq.report.history import render
 
-    past = past_runs(_project(project), store, limit)
+    folder = _project(project)
+    with _trusting(allow_project_code):
+        past = past_runs(folder, store, limit)
+    _used(folder)
     if output is Format.json:
         print(json.dumps(past.to_json(), default=str))
         return
     for line in render(past):
-        out.print(line, markup=False)
+        say(line)
 
 
 @app.command()
@@ -234,20 +276,25 @@ def docs(
     open_browser: Annotated[
         bool, typer.Option("--open", help="Open the index page in a web browser.")
     ] = False,
+    allow_project_code: AllowCodeOption = False,
 ) -> None:
     """(Re)build the data docs from the stored validation results and print the index path."""
     from kandev_dq.report.site import build_docs
 
-    built = build_docs(_project(project))
+    folder = _project(project)
+    with _trusting(allow_project_code):
+        built = build_docs(folder)
+    _used(folder)
     if built.index is None:
         raise KandevDqError("the project has no local data docs site: nothing to open")
     if built.overview is None:
         err.print(
             "kandev-dq: note: this project's site is GX's stock one (CDN assets, no store "
-            "overview); regenerate the project with `kandev-dq init` to read it offline",
+            "overview); regenerate the project with `kandev-dq init --force DIR` to read it "
+            "offline",
             markup=False,
         )
-    out.print(str(built.index), markup=False)
+    say(built.index)
     if open_browser:
         import webbrowser
 
@@ -268,11 +315,9 @@ def demo(
     from kandev_dq.lab.demo import run_demo
     from kandev_dq.run.check import verdict_line
 
-    result = run_demo(
-        folder, postgres_url=postgres, scale=scale, say=lambda line: out.print(line, markup=False)
-    )
+    result = run_demo(folder, postgres_url=postgres, scale=scale, say=say)
     report = result.report
-    out.print(f"store state: {result.state_before} -> {report.state}", markup=False)
+    say(f"store state: {result.state_before} -> {report.state}")
     _print_report(report, verdict_line(report))
     raise typer.Exit(int(report.exit_code()))
 
@@ -280,14 +325,28 @@ def demo(
 @app.command()
 def init(
     folder: Annotated[Path, typer.Argument(help="Folder to write the GX project into.")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Write into a folder that is not empty. Only kandev-dq's own files are "
+            "written (and replaced); nothing else there is changed or deleted.",
+            show_default=False,
+        ),
+    ] = False,
 ) -> None:
     """Write a working GX project (yml, suites, validation definitions, checkpoints)."""
-    from kandev_dq.run.project import PROJECT_FILE, build_project
+    from kandev_dq.run.project import build_project
 
-    if (folder / PROJECT_FILE).is_file() and folder.resolve() != Path.cwd().resolve():
-        raise KandevDqError(f"{folder} already holds a GX project: not overwriting it")
+    if folder.exists() and not folder.is_dir():
+        raise KandevDqError(f"{folder} is a file: init takes a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise KandevDqError(
+            f"{folder} is not empty: pass --force to write kandev-dq's project files into it "
+            "(it changes nothing else there)"
+        )
     build_project(folder)
-    out.print(f"kandev-dq project written to {folder}", markup=False)
+    say(f"kandev-dq project written to {folder}")
 
 
 @app.command()
@@ -334,11 +393,11 @@ def scenarios_list() -> None:
     if out.is_terminal:
         table = Table("scenario", "expected", "what it is")
         for s in SCENARIOS.values():
-            table.add_row(s.name, s.expected, s.summary)
+            table.add_row(*(Text(one_line(cell)) for cell in (s.name, s.expected, s.summary)))
         out.print(table)
         return
     for s in SCENARIOS.values():
-        out.print(f"{s.name}\t{s.expected}\t{s.summary}", markup=False)
+        say(f"{s.name}\t{s.expected}\t{s.summary}")
 
 
 @scenarios_app.command("build")
@@ -354,12 +413,13 @@ def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
         f"expected: {scenario.expected}",
         f"check it: kandev-dq check --checkpoint pre_release --store '{redact(checked)}'",
     ):
-        out.print(line, markup=False)
+        say(one_line(line))
     if scenario.between_runs is not None:
-        out.print(
-            f"then: kandev-dq scenarios between-runs {name} --store '{redact(store)}', "
-            "and check again (the second run is the one that fails)",
-            markup=False,
+        say(
+            one_line(
+                f"then: kandev-dq scenarios between-runs {name} --store '{redact(store)}', "
+                "and check again (the second run is the one that fails)"
+            )
         )
 
 
@@ -369,7 +429,7 @@ def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
     from kandev_dq.lab import scenarios
 
     scenarios.apply_between_runs(name, store)
-    out.print(f"applied the between-runs mutation of {name} to {redact(store)}", markup=False)
+    say(one_line(f"applied the between-runs mutation of {name} to {redact(store)}"))
 
 
 @scenarios_app.command("matrix")
@@ -412,7 +472,7 @@ def main() -> None:
     try:
         app()
     except KandevDqError as exc:
-        err.print(f"kandev-dq: error: {redact(str(exc))}", markup=False)
+        err.print(f"kandev-dq: error: {one_line(redact(str(exc)))}", markup=False)
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         err.print("kandev-dq: interrupted", markup=False)
@@ -422,7 +482,7 @@ def main() -> None:
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
         err.print(
-            f"kandev-dq: error: {type(exc).__name__}: {redact(first)} "
+            f"kandev-dq: error: {type(exc).__name__}: {one_line(redact(first))} "
             "(set KANDEV_DQ_DEBUG=1 for details)",
             markup=False,
         )

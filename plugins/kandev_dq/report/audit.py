@@ -20,6 +20,7 @@ from pathlib import Path
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.check import CheckReport, run_check, verdict_line
 from kandev_dq.run.checkpoint import Progress
+from kandev_dq.text import markdown_code, markdown_text
 
 CHECKPOINT = "pre_release"
 MARKER = ".kandev-dq-audit"
@@ -84,19 +85,15 @@ def run_audit(
     return AuditResult(out, report, ran_at, copied)
 
 
-def _cell(text: object) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
 def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) -> str:
     verdict = "PASSED" if report.success else "FAILED"
     lines = [
         f"# kandev-dq audit: {verdict}",
         "",
-        f"- Store: `{report.store}` ({report.dialect})",
-        f"- Checkpoint: `{report.checkpoint}`",
-        f"- Activation state (AC-24c): `{report.state}`",
-        f"- Verdict: {verdict_line(report)}",
+        f"- Store: {markdown_code(report.store)} ({markdown_text(report.dialect)})",
+        f"- Checkpoint: {markdown_code(report.checkpoint)}",
+        f"- Activation state (AC-24c): {markdown_code(report.state)}",
+        f"- Verdict: {markdown_text(verdict_line(report))}",
         f"- Ran at: {ran_at} (UTC)",
         f"- kandev-dq {version()}, Great Expectations {version('great-expectations')}",
         "",
@@ -105,16 +102,25 @@ def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) ->
         "| key | value |",
         "|---|---|",
     ]
+    # Key values are agent-written text; a malformed one is a finding (AC-24e), so any text
+    # can reach this page: shown inert.
     for key, value in report.keys.items():
-        shown = "(absent)" if value is None else "`''` (sentinel)" if value == "" else f"`{value}`"
-        lines.append(f"| {_cell(key)} | {_cell(shown)} |")
+        shown = (
+            "(absent)"
+            if value is None
+            else "`''` (sentinel)"
+            if value == ""
+            else markdown_code(value)
+        )
+        lines.append(f"| {markdown_text(key)} | {shown} |")
     for severity, title in (("error", "Failed rules (error)"), ("warning", "Warned rules")):
         flagged = report.failures(severity)
         lines += ["", f"## {title}: {len(flagged)}", ""]
         if flagged:
             lines += ["| rule | AC | finding |", "|---|---|---|"]
             lines += [
-                f"| {_cell(r.expectation)} | {_cell(', '.join(r.rules))} | {_cell(r.message)} |"
+                f"| {markdown_code(r.expectation)} | {markdown_text(', '.join(r.rules))} "
+                f"| {markdown_text(r.message)} |"
                 for r in flagged
             ]
         else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -18,6 +19,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.progress import Progress as RichBar
+
+from kandev_dq.text import one_line
 
 
 def _failures(failed: dict[str, int]) -> str:
@@ -34,7 +37,7 @@ class PlainProgress:
         self.done = 0
 
     def _say(self, line: str) -> None:
-        self.stream.write(f"kandev-dq: {line}\n")
+        self.stream.write(f"kandev-dq: {one_line(line)}\n")  # names come from the project
         self.stream.flush()
 
     def started(self, checkpoint: str, suites: list[tuple[str, int]]) -> None:
@@ -74,9 +77,12 @@ class RichProgress:
         self.task = None
 
     def _describe(self, index: int) -> str:
+        """The bar's label: rich markup, so the project's names in it are escaped."""
         if index >= len(self.order):
-            return f"{self.checkpoint}: building data docs"
-        return f"{self.checkpoint}: {self.order[index]} ({index + 1}/{len(self.order)})"
+            return escape(one_line(f"{self.checkpoint}: building data docs"))
+        return escape(
+            one_line(f"{self.checkpoint}: {self.order[index]} ({index + 1}/{len(self.order)})")
+        )
 
     def started(self, checkpoint: str, suites: list[tuple[str, int]]) -> None:
         self.checkpoint = checkpoint
@@ -88,7 +94,9 @@ class RichProgress:
     def suite_done(self, suite: str, failed: dict[str, int]) -> None:
         done = self.order.index(suite) + 1 if suite in self.order else len(self.order)
         self.bar.console.print(
-            f"{self.checkpoint}: {suite}: {self.sizes.get(suite, 0)} rules, {_failures(failed)}",
+            one_line(
+                f"{self.checkpoint}: {suite}: {self.sizes.get(suite, 0)} rules, {_failures(failed)}"
+            ),
             markup=False,
             highlight=False,
         )

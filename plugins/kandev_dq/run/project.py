@@ -10,11 +10,14 @@ time: the one data source reads its URL from ``${KANDEV_STORE_URL}``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
@@ -25,6 +28,11 @@ DATASOURCE = "kandev_store"
 ASSET = "kandev_meta"
 BATCH = "whole_table"
 SUITE_DIR = "expectations"
+CHECKPOINT_DIR = "checkpoints"
+DEFINITION_DIR = "validation_definitions"
+#: Modules a project's config may name by default: kandev-dq's own and GX's own.
+TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_project_code_allowed: ContextVar[bool] = ContextVar("project_code_allowed", default=False)
 
 
 def _activation_suite() -> list:
@@ -157,16 +165,99 @@ def default_project() -> Path:
     )
 
 
+@contextlib.contextmanager
+def project_code_allowed() -> Iterator[None]:
+    """Within this block, projects may name their own Python (``--allow-project-code``)."""
+    token = _project_code_allowed.set(True)
+    try:
+        yield
+    finally:
+        _project_code_allowed.reset(token)
+
+
+def refuse_project_code(root: Path) -> None:
+    """Refuse a project whose config would make GX import code that is not kandev-dq's or GX's.
+
+    A project is data: checkouts written by others are checked with it. GX imports whatever
+    ``module_name`` the yml names (stores, store backends, data docs sites, their builders,
+    renderers and views) and the checkpoints name (action renderers), and puts the yml's
+    ``plugins_directory`` on ``sys.path``. This reads those files before GX does and imports
+    nothing.
+    """
+    if _project_code_allowed.get():
+        return
+    from ruamel.yaml import YAML, YAMLError
+
+    yml = root / PROJECT_FILE
+    try:
+        config = YAML(typ="safe").load(yml.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, YAMLError) as exc:
+        raise KandevDqError(f"cannot read {yml}: {type(exc).__name__}") from None
+    _refuse_foreign_modules(yml, config)
+    config = config if isinstance(config, dict) else {}
+    for checkpoint in sorted(_checkpoint_folder(yml, config).rglob("*.json")):
+        try:
+            document = json.loads(checkpoint.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise KandevDqError(f"cannot read {checkpoint}: {type(exc).__name__}") from None
+        _refuse_foreign_modules(checkpoint, document)
+    plugins = config.get("plugins_directory")  # GX appends it to sys.path
+    own = Path(__file__).resolve().parents[2]  # the folder kandev_dq itself is imported from
+    if plugins is not None and (root / str(plugins)).resolve() != own:
+        raise KandevDqError(
+            f"{yml}: plugins_directory {plugins!r} is project code, not kandev-dq's; "
+            "pass --allow-project-code to run it"
+        )
+
+
+def _checkpoint_folder(yml: Path, config: dict) -> Path:
+    """Where the checkpoint store keeps its JSON; only a local folder can be read beforehand."""
+    name = config.get("checkpoint_store_name", "checkpoint_store")
+    backend = ((config.get("stores") or {}).get(name) or {}).get("store_backend") or {}
+    if backend.get("class_name", "TupleFilesystemStoreBackend") != "TupleFilesystemStoreBackend":
+        raise KandevDqError(
+            f"{yml}: stores.{name} keeps checkpoints in a {backend['class_name']}, where they "
+            "cannot be vetted; pass --allow-project-code to use it"
+        )
+    folder = (yml.parent / backend.get("base_directory", CHECKPOINT_DIR)).resolve()
+    if not folder.is_relative_to(yml.parent.resolve()):
+        raise KandevDqError(
+            f"{yml}: stores.{name} keeps checkpoints outside the project folder ({folder}); "
+            "pass --allow-project-code to use it"
+        )
+    return folder
+
+
+def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
+    if isinstance(node, dict):
+        module = node.get("module_name")
+        if module is not None and not (
+            isinstance(module, str) and TRUSTED_MODULE.fullmatch(module)
+        ):
+            entry = f"{where or '(top)'}: module_name {module!r}"
+            raise KandevDqError(
+                f"{file}: {entry} is project code, not kandev-dq's or GX's; "
+                "pass --allow-project-code to run it"
+            )
+        for key, value in node.items():
+            _refuse_foreign_modules(file, value, f"{where}.{key}" if where else str(key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _refuse_foreign_modules(file, value, f"{where}[{index}]")
+
+
 def load_context(root: Path):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
-    project there) and a suite that loads fewer expectations than its JSON holds (GX drops
-    unknown expectation types and the checkpoint would then pass on bad data).
+    project there), a project that names Python of its own unless that is allowed
+    (:func:`refuse_project_code`), and a suite that loads fewer expectations than its JSON
+    holds (GX drops unknown expectation types and the checkpoint would then pass on bad data).
     """
     root = Path(root)
     if not (root / PROJECT_FILE).is_file():
         raise KandevDqError(f"{root} is not a kandev-dq project: no {PROJECT_FILE} there")
+    refuse_project_code(root)
     import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
 
     quiet_gx()
@@ -257,8 +348,26 @@ data_docs_sites:
 """
 
 
+def generated_files(root: Path) -> list[Path]:
+    """Every file :func:`build_project` writes into ``root`` (GX's store folders aside)."""
+    root = Path(root)
+    return [
+        root / PROJECT_FILE,
+        *(
+            root / folder / f"{name}.json"
+            for name in SUITES
+            for folder in (SUITE_DIR, DEFINITION_DIR)
+        ),
+        *(root / CHECKPOINT_DIR / f"{name}.json" for name in CHECKPOINTS),
+    ]
+
+
 def build_project(root: Path) -> Path:
-    """Write a complete project (yml, suites, validation definitions, checkpoints) into root."""
+    """Write a complete project (yml, suites, validation definitions, checkpoints) into root.
+
+    Only kandev-dq's own files are written, and only they are replaced: a user's suites and
+    checkpoints of other names beside them stay untouched.
+    """
     import great_expectations as gx
     import sqlalchemy as sa
     from great_expectations.checkpoint import UpdateDataDocsAction
@@ -269,9 +378,8 @@ def build_project(root: Path) -> Path:
     quiet_gx()
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    for folder in (SUITE_DIR, "validation_definitions", "checkpoints"):
-        for old in (root / folder).glob("*.json"):
-            old.unlink()
+    for own in generated_files(root)[1:]:  # GX adds by name: an earlier copy would clash
+        own.unlink(missing_ok=True)
     (root / PROJECT_FILE).write_text(_YML, encoding="utf-8")
     previous = os.environ.get(URL_VARIABLE)
     with tempfile.TemporaryDirectory() as scratch:

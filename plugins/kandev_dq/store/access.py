@@ -25,8 +25,11 @@ KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
 #: How long opening (or reading) a SQLite store waits for another process's lock.
 BUSY_TIMEOUT_S = 5.0
-#: ``scheme://user:password@`` in text that is not a parsable URL (the last resort of redact).
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*):[^@\s]*@")
+#: ``scheme://`` up to the last ``@`` on its line, in text that is not a parsable URL (the
+#: last resort of redact): a password may hold an unencoded ``@``, ``:``, ``/`` or space.
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\n]*)@")
+#: A user name alone, no password: safe to show.
+_USER_ONLY = re.compile(r"[^:/@\s]*")
 
 
 def resolve_url(target: str) -> URL:
@@ -37,6 +40,8 @@ def resolve_url(target: str) -> URL:
         url = make_url(target)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
         raise StoreError(f"not a database URL: {redact(target)}") from None
+    if "@" in (url.host or ""):  # the password holds an unencoded @: the rest reads as the host
+        raise StoreError(f"not a database URL: {redact(target)} (percent-encode the password)")
     if url.drivername in ("postgresql", "postgres"):
         url = url.set(drivername="postgresql+psycopg")
     if url.get_backend_name() not in ("sqlite", "postgresql"):
@@ -47,14 +52,25 @@ def resolve_url(target: str) -> URL:
 
 
 def redact(text: str) -> str:
-    """A URL (or any text holding one) without its password."""
+    """A URL (or any text holding one) without its password.
+
+    Text that does not parse as one URL, or parses with an ``@`` left in its host, has
+    everything between ``//`` and the last ``@`` of the line hidden, unless that is a bare
+    user name: a password with an unencoded ``@``, ``:``, ``/`` or space never shows.
+    """
     try:
         url = make_url(text)
-    except Exception:  # noqa: BLE001 - not a parsable URL: strip any user:password@ in it
-        return _USERINFO.sub(r"\g<head>@", text)
-    if url.password or "password" in url.query:
+    except Exception:  # noqa: BLE001 - not a parsable URL
+        return _USERINFO.sub(_hide_userinfo, text)
+    if (url.password or "password" in url.query) and "@" not in (url.host or ""):
         return without_password(url).render_as_string(hide_password=False)
-    return _USERINFO.sub(r"\g<head>@", text)
+    return _USERINFO.sub(_hide_userinfo, text)
+
+
+def _hide_userinfo(match: re.Match) -> str:
+    if _USER_ONLY.fullmatch(match["userinfo"]):
+        return match[0]
+    return f"{match['head']}***@"
 
 
 def without_password(url: URL) -> URL:

@@ -1,0 +1,64 @@
+"""Showing text that came from a store or a project: one place escapes it for every output.
+
+Key values, message ids and tool statuses are written by agents (CONTRACT §1: the store is
+not trusted). Shown raw, a value could drive the terminal (clear it, retitle it, print a fake
+verdict, hide what follows), be read as rich markup (crash a run, make a hyperlink) or run
+script in a Markdown renderer. Every output path passes store-derived text through here.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+#: Bidirectional embeddings, overrides and isolates: they reorder what a reader sees.
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+#: What could end a table cell, open a code span or make a link (CommonMark backslash escapes);
+#: emphasis is left alone: it cannot hide or run anything.
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`\[\]|])")
+_BACKTICK_RUNS = re.compile(r"`+")
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _is_unsafe(char: str) -> bool:
+    """C0 (but newline and tab), DEL, C1 and bidi controls."""
+    if char in "\n\t":
+        return False
+    return unicodedata.category(char) == "Cc" or char in _BIDI
+
+
+def printable(text: object) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``, ``\\u202e``).
+
+    Newlines and tabs stay: multi-line reports keep their shape. What remains holds no
+    control character, so escaping twice changes nothing.
+    """
+    return "".join(_escaped(c) if _is_unsafe(c) else c for c in str(text))
+
+
+def one_line(text: object) -> str:
+    """:func:`printable`, with newlines and tabs escaped too (a table cell, an error line)."""
+    return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def markdown_code(text: object) -> str:
+    """``text`` as a Markdown code span inside a table cell, inert in any renderer.
+
+    The fence is one backtick longer than the longest run inside, so the value cannot close
+    it; ``<``, ``>`` and ``&`` are HTML-escaped for renderers that do not honour code spans;
+    ``|`` is escaped because GFM splits table cells before it reads code spans.
+    """
+    shown = html.escape(one_line(text), quote=False).replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in _BACKTICK_RUNS.findall(shown)), default=0) + 1)
+    pad = " " if shown.startswith("`") or shown.endswith("`") else ""
+    return f"{fence}{pad}{shown}{pad}{fence}"
+
+
+def markdown_text(text: object) -> str:
+    """``text`` as plain Markdown table-cell text: no markup, no link, no HTML takes effect."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(one_line(text), quote=False))
