@@ -9,6 +9,7 @@ store, not a Kandev store, broken project). Errors are one line on stderr, never
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -17,18 +18,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.store.access import redact
 from kandev_dq.text import one_line, printable
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Click's own help layout: flags show no ``<bool>`` after them, and help needs no rich.
+    rich_markup_mode=None,
     help="Validate a Kandev store against the subagent-context contract (Great Expectations).",
 )
 out = Console(highlight=False, soft_wrap=True)
@@ -38,6 +41,7 @@ StoreOption = Annotated[
     str | None,
     typer.Option(
         "--store",
+        metavar="URL|PATH",
         help="Store URL (sqlite:///…, postgresql://…) or SQLite file path. "
         "Default: $KANDEV_STORE_URL, then ~/.kandev/data/kandev.db.",
         show_default=False,
@@ -47,6 +51,7 @@ ProjectOption = Annotated[
     Path | None,
     typer.Option(
         "--project",
+        metavar="DIR",
         help="GX project folder. Default: the current folder if it holds "
         "great_expectations.yml, else the source checkout kandev-dq runs from "
         "(an installed kandev-dq has none: create one with `kandev-dq init DIR`).",
@@ -67,6 +72,36 @@ AllowCodeOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        say(f"kandev-dq {_installed_version()}")
+        raise typer.Exit()
+
+
+def _installed_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kandev-dq")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print kandev-dq's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Options that apply before any command."""
 
 
 def say(text: object) -> None:
@@ -351,8 +386,18 @@ def init(
 
 @app.command()
 def rules(
-    project: ProjectOption = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            help="Read this GX project's suites. Default: kandev-dq's own suites (no project "
+            "needed).",
+            show_default=False,
+        ),
+    ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a Markdown table.", show_default=False)
+    ] = False,
     readme: Annotated[
         Path | None, typer.Option("--readme", help="Rewrite this README's coverage table.")
     ] = None,
@@ -360,17 +405,43 @@ def rules(
     """The coverage table: AC -> expectation -> suite -> severity."""
     from kandev_dq.report.coverage import coverage_rows, markdown_table, with_table
 
-    rows = coverage_rows(_project(project))
+    rows = coverage_rows(project)
     if readme is not None:
         readme.write_text(with_table(readme.read_text(encoding="utf-8"), markdown_table(rows)))
         return
     if markdown:
         print(markdown_table(rows))
         return
-    table = Table("AC", "summary", "expectation", "suite", "severity")
-    for row in rows:
-        table.add_row(row.ac, row.summary, row.expectation, row.suite, row.severity)
-    out.print(table)
+    if not out.is_terminal:  # whole lines for pipes and files: nothing cut, tab-separated
+        for row in rows:
+            cells = (row.ac, row.expectation, row.suite, row.severity, row.summary)
+            print("\t".join(one_line(cell) for cell in cells))  # rich would expand the tabs
+        return
+    out.print(_rules_table(rows), crop=False)
+
+
+def _rules_table(rows) -> Table:
+    """One section per AC (its id and summary, wrapped), then the expectations citing it.
+
+    The expectation name is what a reader searches the code and the docs for: its column is as
+    wide as the longest name and never cut; the summary, suite and severity wrap around it.
+    """
+    table = Table(
+        "expectation", "suite", "severity", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
+    )
+    name, suite, severity = table.columns
+    name.no_wrap = True
+    name.min_width = name.max_width = max(len(row.expectation) for row in rows)
+    suite.overflow = severity.overflow = "fold"
+    for ac, group in itertools.groupby(rows, key=lambda row: row.ac):
+        cited = list(group)
+        heading = Text(f"{ac}  {cited[0].summary}", style="bold", no_wrap=False)
+        table.add_row(heading, "", "")
+        for row in cited:
+            table.add_row(
+                Text(row.expectation, style="" if row.suite else "dim"), row.suite, row.severity
+            )
+    return table
 
 
 scenarios_app = typer.Typer(
@@ -404,6 +475,7 @@ def scenarios_list() -> None:
 def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
     """Build one scenario into an empty store; refuses a store that holds Kandev tables."""
     from kandev_dq.lab import scenarios
+    from kandev_dq.store.access import redact
 
     scenario = scenarios.get(name)
     seconds = scenarios.materialise(name, store)
@@ -427,6 +499,7 @@ def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
 def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
     """Apply a two-run scenario's mutation to its store, between its two checks."""
     from kandev_dq.lab import scenarios
+    from kandev_dq.store.access import redact
 
     scenarios.apply_between_runs(name, store)
     say(one_line(f"applied the between-runs mutation of {name} to {redact(store)}"))
@@ -469,6 +542,9 @@ def scenarios_matrix(
 
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
+    # Imported here: the SQL toolkit is slow to import, and --help and --version need none.
+    from kandev_dq.store.access import redact
+
     try:
         app()
     except KandevDqError as exc:

@@ -41,9 +41,14 @@ class Scenario:
 
     @property
     def expected(self) -> str:
-        """The expectation in words, for listings and the matrix."""
+        """The expectation in plain words, for terminals, pipes and logs."""
+        return self.expected_text(markdown=False)
+
+    def expected_text(self, *, markdown: bool) -> str:
+        """The expectation in words; ``markdown`` sets the known-gap label in bold."""
         if self.fault:
-            gap = f"; **known gap**: {self.known_gap}" if self.known_gap else ""
+            label = "**known gap**" if markdown else "known gap"
+            gap = f"; {label}: {self.known_gap}" if self.known_gap else ""
             return f"fault: {', '.join(self.violates)} at {self.severity}{gap}"
         if self.discloses:
             return f"healthy; discloses {self.severity}"
