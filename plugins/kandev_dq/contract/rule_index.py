@@ -170,3 +170,14 @@ RULE_INDEX: tuple[IndexedRule, ...] = (
     ),
     _r("expect_message_metadata_to_be_json", "writer_health", "warning", ("AC-23b",)),
 )
+
+
+#: The tables each suite's rules read, as its data docs name its "data asset" (GX's one asset,
+#: ``kandev_meta``, is only the batch every suite is run against).
+SUITE_TABLES: dict[str, tuple[str, ...]] = {
+    "activation": ("kandev_meta", "task_session_subagents", "task_session_messages"),
+    "backfill": ("task_session_subagents", "task_session_messages", "kandev_meta"),
+    "rows": ("task_session_subagents", "task_session_messages", "task_sessions"),
+    "schema": ("task_session_subagents",),
+    "writer_health": ("task_session_subagents", "task_session_messages", "kandev_meta"),
+}

@@ -26,6 +26,7 @@ the same thing. Without a record the overview falls back on what the results the
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import logging
@@ -47,12 +48,17 @@ from great_expectations.render import (
     RenderedStringTemplateContent,
     RenderedTableContent,
 )
+from great_expectations.render.renderer import (
+    ExpectationSuitePageRenderer,
+    ValidationResultsPageRenderer,
+)
 from great_expectations.render.renderer.site_builder import SiteBuilder
 from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
+from kandev_dq.contract.rule_index import SUITE_TABLES
 from kandev_dq.expectations.base import severity_word
 from kandev_dq.store.access import redact
 from kandev_dq.store.snapshot import RunContext, current_run
@@ -918,8 +924,54 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
 
 # --- the site builder --------------------------------------------------------------------------
 
-KANDEV_VIEWS = {
-    "view": {"module_name": __name__, "class_name": KandevPageView.__name__},
+# --- renderers: GX's pages, naming what kandev-dq's suites judge ---------------------------------
+
+
+class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
+    """GX's validation page, its "Data asset" naming the tables the suite judges (every suite
+    runs against the one batch ``kandev_meta``, which GX would show for all of them)."""
+
+    @classmethod
+    def _render_validation_header(cls, validation_results):
+        header = super()._render_validation_header(validation_results)
+        tables = SUITE_TABLES.get(validation_results.suite_name)
+        if tables:
+            header.subheader.string_template["params"]["data_asset_name"] = ", ".join(tables)
+        return header
+
+    def _determine_page_title(self, run_name, run_time, data_asset_name, expectation_suite_name):
+        # The breadcrumb: suite, run and time; the batch name would only repeat "kandev_meta".
+        return super()._determine_page_title(run_name, run_time, "", expectation_suite_name)
+
+
+class KandevExpectationSuitePageRenderer(ExpectationSuitePageRenderer):
+    """GX's suite page, without "across 0 columns" for a suite whose rules take no column."""
+
+    @classmethod
+    def _render_expectation_suite_notes(cls, expectations):
+        notes = super()._render_expectation_suite_notes(expectations)
+        if any("column" in e.kwargs for e in expectations.expectation_configurations):
+            return notes
+        count = len(expectations.expectations)
+        tables = SUITE_TABLES.get(expectations.name)
+        judged = f", judging {', '.join(tables)}" if tables else ""
+        notes.text[0] = f"This Expectation suite currently contains {count} Expectations{judged}."
+        return notes
+
+
+def _section(renderer: type | None) -> dict[str, Any]:
+    section: dict[str, Any] = {
+        "view": {"module_name": __name__, "class_name": KandevPageView.__name__}
+    }
+    if renderer is not None:
+        section["renderer"] = {"module_name": __name__, "class_name": renderer.__name__}
+    return section
+
+
+KANDEV_SECTIONS = {
+    "expectations": _section(KandevExpectationSuitePageRenderer),
+    "validations": _section(KandevValidationResultsPageRenderer),
+    "profiling": _section(None),
 }
 
 
@@ -952,10 +1004,10 @@ class KandevSiteBuilder(SiteBuilder):
             },
             dict(site_index_builder or {}),
         )
-        sections = {
-            name: dict(KANDEV_VIEWS) for name in ("expectations", "validations", "profiling")
-        }
-        sections = nested_update(sections, dict(site_section_builders or {}))
+        sections = nested_update(
+            copy.deepcopy(KANDEV_SECTIONS),  # nested_update changes its first argument
+            dict(site_section_builders or {}),
+        )
         super().__init__(
             data_context,
             store_backend,
