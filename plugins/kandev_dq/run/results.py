@@ -22,9 +22,10 @@ class RuleResult:
     observed_value: Any
     unexpected_count: int | None
     message: str
+    suite: str = ""  #: the GX suite that ran the rule ("" where the caller did not say)
 
 
-def rule_result(result) -> RuleResult:
+def rule_result(result, suite: str = "") -> RuleResult:
     config = result.expectation_config
     severity = getattr(config.severity, "value", config.severity) or "critical"
     body = result.result or {}
@@ -42,6 +43,7 @@ def rule_result(result) -> RuleResult:
         observed_value=body.get("observed_value"),
         unexpected_count=body.get("unexpected_count"),
         message=message,
+        suite=suite,
     )
 
 
