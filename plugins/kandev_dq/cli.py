@@ -104,6 +104,25 @@ def _options(
     """Options that apply before any command."""
 
 
+#: Whether the running command reports a run that could not start as JSON on stdout.
+_json_errors = {"on": False}
+
+
+def _errors_as_json(on: bool) -> None:
+    _json_errors["on"] = on
+
+
+def _could_not_run(message: str, exit_code: int) -> None:
+    """The one-line error on stderr, no password in it; with ``--format json``, also the JSON
+    object on stdout (a pipeline parsing stdout gets a document, never an empty string)."""
+    from kandev_dq.store.access import redact  # the SQL toolkit: only once something failed
+
+    message = one_line(redact(message))
+    err.print(f"kandev-dq: error: {message}", markup=False)
+    if _json_errors["on"]:
+        print(json.dumps({"error": message, "exit_code": exit_code}))
+
+
 def say(text: object) -> None:
     """One line (or a multi-line block) on stdout, control characters shown escaped."""
     out.print(printable(text), markup=False)
@@ -133,9 +152,20 @@ class Shape(StrEnum):
 
 
 def _project(project: Path | None) -> Path:
-    from kandev_dq.run.project import default_project
+    from kandev_dq.run.inputs import project_folder
 
-    return project or default_project()
+    return project_folder(project)
+
+
+def _checked_inputs(project: Path | None, store: str | None, checkpoint: str) -> Path:
+    """The project folder, once it, the checkpoint name and the store have been vetted
+    without GX (:mod:`kandev_dq.run.inputs`): bad input fails in well under a second."""
+    from kandev_dq.run import inputs
+
+    folder = inputs.project_folder(project)
+    inputs.checkpoint_name(folder, checkpoint)
+    inputs.kandev_store(store)
+    return folder
 
 
 def _used(project: Path) -> None:
@@ -197,6 +227,7 @@ def migrate(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
+    _errors_as_json(output is Format.json)
     from kandev_dq.migration import runner as migration
     from kandev_dq.store.access import open_store
 
@@ -225,9 +256,10 @@ def check(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
+    _errors_as_json(output is Format.json)
+    folder = _checked_inputs(project, store, checkpoint)
     from kandev_dq.run.check import run_check, verdict_line
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         report = run_check(folder, store, checkpoint, _progress(quiet))
     if not quiet:
@@ -269,10 +301,10 @@ def audit(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
+    folder = _checked_inputs(project, store, "pre_release")
     from kandev_dq.report.audit import run_audit
     from kandev_dq.run.check import verdict_line
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         done = run_audit(folder, store, out_dir, _progress(quiet))
     if not quiet:
@@ -291,10 +323,11 @@ def history(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Past runs of a store in this project, newest first: when each rule started failing."""
+    _errors_as_json(output is Format.json)
+    folder = _project(project)
     from kandev_dq.report.history import history as past_runs
     from kandev_dq.report.history import render
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         past = past_runs(folder, store, limit)
     _used(folder)
@@ -314,9 +347,9 @@ def docs(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """(Re)build the data docs from the stored validation results and print the index path."""
+    folder = _project(project)
     from kandev_dq.report.site import build_docs
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         built = build_docs(folder)
     _used(folder)
@@ -333,7 +366,8 @@ def docs(
     if open_browser:
         import webbrowser
 
-        webbrowser.open(built.index.as_uri())
+        if not webbrowser.open(built.index.as_uri()):
+            raise KandevDqError("no web browser found to open the data docs: open the path above")
 
 
 @app.command()
@@ -542,13 +576,10 @@ def scenarios_matrix(
 
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
-    # Imported here: the SQL toolkit is slow to import, and --help and --version need none.
-    from kandev_dq.store.access import redact
-
     try:
         app()
     except KandevDqError as exc:
-        err.print(f"kandev-dq: error: {one_line(redact(str(exc)))}", markup=False)
+        _could_not_run(str(exc), int(exc.exit_code))
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         err.print("kandev-dq: interrupted", markup=False)
@@ -557,9 +588,8 @@ def main() -> None:
         if os.environ.get("KANDEV_DQ_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
-        err.print(
-            f"kandev-dq: error: {type(exc).__name__}: {one_line(redact(first))} "
-            "(set KANDEV_DQ_DEBUG=1 for details)",
-            markup=False,
+        _could_not_run(
+            f"{type(exc).__name__}: {first} (set KANDEV_DQ_DEBUG=1 for details)",
+            int(ExitCode.COULD_NOT_RUN),
         )
         sys.exit(int(ExitCode.COULD_NOT_RUN))

@@ -109,6 +109,8 @@ class Store:
 
 def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
     file = Path(path)
+    if file.is_dir():
+        raise StoreError(f"{file} is a folder, not a SQLite file: pass the store's .db file")
     if must_exist and not file.is_file():
         raise StoreError(f"no SQLite store at {file}: the file does not exist")
     mode = "ro" if read_only else "rwc"
@@ -178,7 +180,10 @@ def _default_store() -> str:
     default = DEFAULT_STORE.expanduser()
     if default.is_file():
         return str(default)
-    raise StoreError("no store given: pass --store or set KANDEV_STORE_URL")
+    raise StoreError(
+        f"no store given, and none at the default {DEFAULT_STORE}: "
+        "pass --store or set KANDEV_STORE_URL"
+    )
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
