@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from kandev_dq.run import gx_adapter
 from kandev_dq.run.results import failed_by_severity
 
 logger = logging.getLogger(__name__)
@@ -114,28 +115,23 @@ def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[No
     if progress is None:
         yield
         return
-    store = context.validation_results_store
-    store_results = store.store_validation_results
 
-    def store_and_report(suite_validation_result, *args: Any, **kwargs: Any):
-        stored = store_results(suite_validation_result, *args, **kwargs)
+    def report(suite_validation_result) -> None:
         try:
             progress.suite_done(
                 suite_validation_result.suite_name, failed_by_severity(suite_validation_result)
             )
         except Exception:  # noqa: BLE001 - a display problem never breaks a run
             logger.debug("progress report failed", exc_info=True)
-        return stored
 
     suites = [
         (v.suite.name, len(v.suite.expectations)) for v in gx_checkpoint.validation_definitions
     ]
     progress.started(gx_checkpoint.name, suites)
-    store.store_validation_results = store_and_report
     try:
-        yield
+        with gx_adapter.on_each_result(context, report):
+            yield
     finally:
-        del store.store_validation_results  # the class's own method again
         progress.finished()
 
 
@@ -176,17 +172,12 @@ def notification_actions(context, store: str = "") -> list:
 
 def notify(context, checkpoint_result, store: str = "") -> None:
     """Run the configured notification actions on a finished run; never fails the run."""
-    from great_expectations.checkpoint.actions import ActionContext
-
     for action in notification_actions(context, store):
-        action._data_context = context  # what GX's Checkpoint sets before running an action
         outcome: dict[str, Any] = {}
 
         def send(action=action, outcome=outcome) -> None:
             try:
-                outcome["result"] = action.run(
-                    checkpoint_result=checkpoint_result, action_context=ActionContext()
-                )
+                outcome["result"] = gx_adapter.run_action(action, context, checkpoint_result)
             except Exception as exc:  # noqa: BLE001 - reported below, the run stands
                 outcome["error"] = f"{type(exc).__name__}"
 

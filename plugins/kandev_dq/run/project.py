@@ -5,7 +5,9 @@ The repository root is a GX file context (``great_expectations.yml`` at the root
 validation definitions and checkpoints are generated from :data:`SUITES` and
 :data:`CHECKPOINTS` by :func:`build_project` (also what ``kandev-dq init`` runs), so the JSON
 in ``expectations/`` and ``checkpoints/`` never drifts from the code. The store is chosen at run
-time: the one data source reads its URL from ``${KANDEV_STORE_URL}``.
+time: the one data source reads its URL from ``${KANDEV_STORE_URL}``, a config variable given
+through GX's runtime environment (never the process environment) and always password-free; the
+connections themselves come from kandev-dq (:mod:`kandev_dq.run.gx_adapter`).
 """
 
 from __future__ import annotations
@@ -157,8 +159,12 @@ def default_project() -> Path:
     )
 
 
-def load_context(root: Path):
+def load_context(root: Path, store_url: str | None = None):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
+
+    ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
+    to: GX's runtime environment ranks above the process environment and the project's config
+    variables.
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
     project there) and a suite that loads fewer expectations than its JSON holds (GX drops
@@ -172,7 +178,7 @@ def load_context(root: Path):
     quiet_gx()
     import great_expectations as gx
 
-    context = gx.get_context(mode="file", context_root_dir=str(root))
+    context = _file_context(gx, root, store_url)
     for path in sorted((root / SUITE_DIR).glob("*.json")):
         declared = len(json.loads(path.read_text(encoding="utf-8")).get("expectations", []))
         loaded = len(context.suites.get(path.stem).expectations)
@@ -182,6 +188,11 @@ def load_context(root: Path):
                 "an expectation type is unknown to this kandev-dq version"
             )
     return context
+
+
+def _file_context(gx, root: Path, store_url: str | None):
+    variables = {URL_VARIABLE: store_url} if store_url else None
+    return gx.get_context(mode="file", context_root_dir=str(root), runtime_environment=variables)
 
 
 def quiet_gx() -> None:
@@ -273,7 +284,6 @@ def build_project(root: Path) -> Path:
         for old in (root / folder).glob("*.json"):
             old.unlink()
     (root / PROJECT_FILE).write_text(_YML, encoding="utf-8")
-    previous = os.environ.get(URL_VARIABLE)
     with tempfile.TemporaryDirectory() as scratch:
         # GX tests the connection while a data source is added: give it a blank Kandev store.
         probe = Path(scratch) / "probe.db"
@@ -281,36 +291,29 @@ def build_project(root: Path) -> Path:
         with engine.begin() as conn:
             schema.create_base_tables(conn)
         engine.dispose()
-        os.environ[URL_VARIABLE] = f"sqlite:///{probe}"
-        try:
-            context = gx.get_context(mode="file", context_root_dir=str(root))
-            source = context.data_sources.add_sql(
-                DATASOURCE, connection_string="${" + URL_VARIABLE + "}"
+        context = _file_context(gx, root, f"sqlite:///{probe}")
+        source = context.data_sources.add_sql(
+            DATASOURCE, connection_string="${" + URL_VARIABLE + "}"
+        )
+        batch = source.add_table_asset(ASSET, table_name=ASSET).add_batch_definition_whole_table(
+            BATCH
+        )
+        definitions = {}
+        for name, build in SUITES.items():
+            suite = context.suites.add(gx.ExpectationSuite(name=name))
+            for expectation in build():
+                suite.add_expectation(expectation)
+            suite.save()
+            definitions[name] = context.validation_definitions.add(
+                gx.ValidationDefinition(name=name, data=batch, suite=suite)
             )
-            batch = source.add_table_asset(
-                ASSET, table_name=ASSET
-            ).add_batch_definition_whole_table(BATCH)
-            definitions = {}
-            for name, build in SUITES.items():
-                suite = context.suites.add(gx.ExpectationSuite(name=name))
-                for expectation in build():
-                    suite.add_expectation(expectation)
-                suite.save()
-                definitions[name] = context.validation_definitions.add(
-                    gx.ValidationDefinition(name=name, data=batch, suite=suite)
+        for name, suites in CHECKPOINTS.items():
+            context.checkpoints.add(
+                gx.Checkpoint(
+                    name=name,
+                    validation_definitions=[definitions[s] for s in suites],
+                    actions=[UpdateDataDocsAction(name="update_data_docs")],
+                    result_format={"result_format": "COMPLETE"},
                 )
-            for name, suites in CHECKPOINTS.items():
-                context.checkpoints.add(
-                    gx.Checkpoint(
-                        name=name,
-                        validation_definitions=[definitions[s] for s in suites],
-                        actions=[UpdateDataDocsAction(name="update_data_docs")],
-                        result_format={"result_format": "COMPLETE"},
-                    )
-                )
-        finally:
-            if previous is None:
-                os.environ.pop(URL_VARIABLE, None)
-            else:
-                os.environ[URL_VARIABLE] = previous
+            )
     return root

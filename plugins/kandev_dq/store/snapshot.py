@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
 
@@ -50,7 +49,6 @@ class RunContext:
     """The pinned read of one run: its connection, store identity and fact cache."""
 
     connection: sa.Connection
-    gx_url: str
     store_identity: str
     ledger_path: Path | None = None
     cache: dict[str, Facts] = field(default_factory=dict)
@@ -59,6 +57,8 @@ class RunContext:
 
 
 _current: ContextVar[RunContext | None] = ContextVar("kandev_dq_run", default=None)
+#: Engine -> the pinned read its facts are taken from while a run lasts (by identity).
+_pins: dict[sa.Engine, RunContext] = {}
 
 
 def current_run() -> RunContext | None:
@@ -89,23 +89,33 @@ def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 @contextmanager
 def pinned(
-    engine: sa.Engine, gx_url: str, store_identity: str, ledger_path: Path | None = None
+    engine: sa.Engine,
+    store_identity: str,
+    ledger_path: Path | None = None,
+    *,
+    reader: sa.Engine | None = None,
 ) -> Iterator[RunContext]:
-    """Pin one snapshot of ``engine`` for every fact read while the block runs."""
-    normalised = make_url(gx_url).render_as_string(hide_password=False)
+    """Pin one snapshot of ``engine``: while the block runs, :func:`facts_for` reads every fact
+    asked of ``reader`` (that very engine object, e.g. GX's; ``engine`` itself by default) in it.
+    """
+    reader = engine if reader is None else reader
+    if reader in _pins:
+        raise RuntimeError("this engine already reads a pinned snapshot")
     with read_snapshot(engine) as conn:
-        run = RunContext(conn, normalised, store_identity, ledger_path)
+        run = RunContext(conn, store_identity, ledger_path)
+        _pins[reader] = run
         token = _current.set(run)
         try:
             yield run
         finally:
             _current.reset(token)
+            del _pins[reader]
 
 
 def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection], Facts]) -> Facts:
     """The facts of one family, read in the run's pinned snapshot when there is one."""
-    run = current_run()
-    if run is not None and engine.url.render_as_string(hide_password=False) == run.gx_url:
+    run = _pins.get(engine)
+    if run is not None:
         if family not in run.cache:
             run.cache[family] = _guarded(run.connection, compute, run.unreadable)
         return run.cache[family]
