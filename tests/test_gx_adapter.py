@@ -7,6 +7,7 @@ from typing import Literal
 
 from great_expectations.checkpoint.actions import ValidationAction
 
+from kandev_dq.expectations.activation import KEY_LEDGER
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
@@ -73,9 +74,15 @@ def test_gx_reads_through_kandev_dq_connections_and_the_pinned_snapshot(
             )
             with gx_engine.connect():  # ...whose engine opens connections with kandev-dq's recipe
                 assert opened
-            with snapshot.pinned(store.engine, "test", reader=gx_engine) as run:
+            with snapshot.pinned(store.engine, reader=gx_engine) as run:
                 monkeypatch.setattr(snapshot, "read_snapshot", counted_read)
-                result = runs.run_checkpoint(context, "nightly", "test", progress)
+                result = runs.run_checkpoint(
+                    context,
+                    "nightly",
+                    runs.new_run_id("nightly", "test"),
+                    progress,
+                    expectation_parameters={KEY_LEDGER: {}},
+                )
                 # ...and GX kept that execution engine for the whole run.
                 assert source.get_execution_engine().engine is gx_engine
         assert unpinned == [] and run.cache, "every fact came from the pinned snapshot"

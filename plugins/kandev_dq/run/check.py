@@ -14,11 +14,13 @@ from typing import Any
 
 from kandev_dq.contract.instants import shown_key
 from kandev_dq.errors import ExitCode, KandevDqError
+from kandev_dq.expectations.activation import KEY_LEDGER
 from kandev_dq.facts.activation import read_keys, state_of
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import KeyLedger, store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
+from kandev_dq.run.register import record_run, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.store.access import open_store
 from kandev_dq.store.snapshot import pinned
@@ -68,12 +70,21 @@ def run_check(
             raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")
         identity = store_identity(store.url)
         ledger = KeyLedger(Path(project) / LEDGER)
+        run_id = runs.new_run_id(checkpoint, identity)
         with (
             gx_adapter.reading_with(context, DATASOURCE, store.connect) as gx_engine,
-            pinned(store.engine, identity, ledger.path, reader=gx_engine) as run,
+            pinned(store.engine, reader=gx_engine) as run,
         ):
             keys = read_keys(run.connection)
-            outcome = runs.run_checkpoint(context, checkpoint, identity, progress)
+            # Before GX runs: the data docs it builds during the run show this record.
+            record_run(project, run_key(run_id), identity, store.dialect, keys)
+            outcome = runs.run_checkpoint(
+                context,
+                checkpoint,
+                run_id,
+                progress,
+                expectation_parameters={KEY_LEDGER: ledger.first_seen(identity)},
+            )
         ledger.record(identity, keys)
         runs.notify(context, outcome, identity)
         report = CheckReport(

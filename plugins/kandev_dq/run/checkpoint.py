@@ -94,19 +94,28 @@ def parse_run_name(name: str | None) -> tuple[str, str] | None:
 # --- running a checkpoint ----------------------------------------------------------------------
 
 
-def run_checkpoint(context, checkpoint: str, identity: str, progress: Progress | None = None):
-    """Run ``checkpoint`` as GX does, named for the store it validates; report its progress."""
+def new_run_id(checkpoint: str, identity: str):
+    """The GX run identifier of a run starting now, named for the store it validates."""
     from great_expectations.core.run_identifier import RunIdentifier
+
+    return RunIdentifier(run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC))
+
+
+def run_checkpoint(
+    context,
+    checkpoint: str,
+    run_id,
+    progress: Progress | None = None,
+    expectation_parameters: dict[str, Any] | None = None,
+):
+    """Run ``checkpoint`` as GX does, with the run's suite parameters; report its progress."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     gx_checkpoint = context.checkpoints.get(checkpoint)
     # In memory only (never saved): no tqdm bars, whatever the project's yml says.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    run_id = RunIdentifier(
-        run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC)
-    )
     with _reporting(context, gx_checkpoint, progress):
-        return gx_checkpoint.run(run_id=run_id)
+        return gx_checkpoint.run(run_id=run_id, expectation_parameters=expectation_parameters)
 
 
 @contextmanager

@@ -38,7 +38,9 @@ def _activation_suite() -> list:
         a.ExpectActivationStateToBeInSet.at_default_severity(accepted_states=["fully_activated"]),
         a.ExpectExecutionSinceOnlyOnAmendedSchema.at_default_severity(),
         a.ExpectExecutionSinceNotPendingSelfHeal.at_default_severity(),
-        a.ExpectActivationKeysToBeWriteOnce.at_default_severity(),
+        a.ExpectActivationKeysToBeWriteOnce.at_default_severity(
+            first_seen={"$PARAMETER": a.KEY_LEDGER}
+        ),
         a.ExpectBackfillThroughNotAfterCaptureSince.at_default_severity(),
         a.ExpectBackfillThroughToCoverQualifyingMessages.at_default_severity(),
         a.ExpectNoBackfillRowsAfterCaptureSince.at_default_severity(),

@@ -3,9 +3,11 @@
 GX's SQL execution engine hands each metric its own connection, so on its own every custom
 metric would read its own snapshot. ``kandev-dq check`` therefore *pins* one read-only
 snapshot (PostgreSQL: REPEATABLE READ READ ONLY; SQLite: one read transaction) before it runs
-a checkpoint; every kandev-dq fact is read through :func:`facts_for`, which uses the pinned
-connection when the execution engine points at the pinned store, and caches each family of
-facts for the run so that suites of one checkpoint share both the snapshot and the scan.
+a checkpoint, registered against the very engine object GX's execution engine reads through
+(:mod:`kandev_dq.run.gx_adapter` sets that engine up). Every kandev-dq fact is read through
+:func:`facts_for`, which uses the pinned connection when it is asked for that engine, and
+caches each family of facts for the run so that suites of one checkpoint share both the
+snapshot and the scan.
 Run directly through GX (no pin), each family of facts still reads within one transaction.
 
 Metadata PostgreSQL cannot parse as JSON would abort a family's statements (SQLite reads it as
@@ -18,9 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -45,24 +45,17 @@ def _decode_text(raw: bytes) -> str:
 
 
 @dataclass
-class RunContext:
-    """The pinned read of one run: its connection, store identity and fact cache."""
+class PinnedRead:
+    """The pinned snapshot of one run: its connection and fact cache."""
 
     connection: sa.Connection
-    store_identity: str
-    ledger_path: Path | None = None
     cache: dict[str, Facts] = field(default_factory=dict)
     #: Messages whose metadata PostgreSQL cannot parse, once a family has located them.
     unreadable: Unreadable = field(default_factory=Unreadable)
 
 
-_current: ContextVar[RunContext | None] = ContextVar("kandev_dq_run", default=None)
 #: Engine -> the pinned read its facts are taken from while a run lasts (by identity).
-_pins: dict[sa.Engine, RunContext] = {}
-
-
-def current_run() -> RunContext | None:
-    return _current.get()
+_pins: dict[sa.Engine, PinnedRead] = {}
 
 
 def begin_snapshot(conn: sa.Connection) -> None:
@@ -88,13 +81,7 @@ def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 
 @contextmanager
-def pinned(
-    engine: sa.Engine,
-    store_identity: str,
-    ledger_path: Path | None = None,
-    *,
-    reader: sa.Engine | None = None,
-) -> Iterator[RunContext]:
+def pinned(engine: sa.Engine, *, reader: sa.Engine | None = None) -> Iterator[PinnedRead]:
     """Pin one snapshot of ``engine``: while the block runs, :func:`facts_for` reads every fact
     asked of ``reader`` (that very engine object, e.g. GX's; ``engine`` itself by default) in it.
     """
@@ -102,13 +89,11 @@ def pinned(
     if reader in _pins:
         raise RuntimeError("this engine already reads a pinned snapshot")
     with read_snapshot(engine) as conn:
-        run = RunContext(conn, store_identity, ledger_path)
+        run = PinnedRead(conn)
         _pins[reader] = run
-        token = _current.set(run)
         try:
             yield run
         finally:
-            _current.reset(token)
             del _pins[reader]
 
 
