@@ -27,7 +27,6 @@ from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.schema_facts import schema_facts
 from kandev_dq.facts.stored_text import stored_text_facts
 from kandev_dq.migration import runner as migrate
-from kandev_dq.run.ledger import store_identity
 from kandev_dq.store.access import open_store
 from kandev_dq.store.snapshot import facts_for, pinned, read_snapshot
 
@@ -95,7 +94,7 @@ def kandev_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]
     out: dict[str, Any] = {}
     try:
         start = time.perf_counter()
-        with pinned(opened.engine, store_identity(opened.url)):
+        with pinned(opened.engine):
             for fam in fams:
                 compute = COMPUTE[fam.metric]
                 params = dict(fam.params)

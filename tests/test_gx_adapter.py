@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from typing import Literal
 
+import pytest
 from great_expectations.checkpoint.actions import ValidationAction
+from great_expectations.core.expectation_validation_result import ExpectationValidationResult
+from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
 from kandev_dq.expectations.activation import KEY_LEDGER
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.project import CHECKPOINTS, DATASOURCE, URL_VARIABLE, load_context
+from kandev_dq.run.results import rule_result
 from kandev_dq.store import snapshot
 from kandev_dq.store.access import open_store
 
@@ -92,3 +96,30 @@ def test_gx_reads_through_kandev_dq_connections_and_the_pinned_snapshot(
         assert gx_adapter.run_action(probe, context, result) == {"context": context}
     finally:
         store.dispose()
+
+
+@pytest.mark.parametrize(
+    "exception_info",
+    [
+        {"raised_exception": False, "exception_message": None, "exception_traceback": None},
+        {"raised_exception": True, "exception_message": "boom", "exception_traceback": "..."},
+        {"('table.row_count', ...)": {"raised_exception": True, "exception_message": "nested"}},
+    ],
+)
+def test_a_result_reads_the_same_as_a_gx_object_and_as_stored_json(exception_info):
+    """``rule_result`` reads both through ``.get``: GX's result classes are DictDots."""
+    result = ExpectationValidationResult(
+        success=True,
+        expectation_config=ExpectationConfiguration(
+            type="expect_activation_keys_to_be_paired",
+            kwargs={},
+            severity="warning",
+            meta={"rules": ["AC-24d"]},
+        ),
+        result={"observed_value": "both present", "details": {"message": "fine"}},
+        exception_info=exception_info,
+    )
+    read = rule_result(result)
+    assert read == rule_result(result.to_json_dict())
+    assert read.severity == "warning" and read.rules == ["AC-24d"]
+    assert read.success == (read.message == "fine")

@@ -7,9 +7,12 @@ each validation result it stores (``uncommitted/validations/<suite>/<run name>/<
 name. kandev-dq's run name is ``<checkpoint>@<store tag>``: the checkpoint, then the store's
 key-ledger identity (no user, no password, no ``password=`` query parameter) as a
 file-name-safe slug followed by a short hash of that identity. ``kandev-dq history`` finds a
-store's runs by recomputing its tag. (GX 1.24 records neither the suite parameters nor the
-asset's batch metadata of a checkpoint run in its results, and rejects unknown batch
+store's runs by recomputing its tag. (GX 1.24 keeps a run's suite parameters only inside the
+expectations that use them, never the asset's batch metadata, and rejects unknown batch
 parameters: the run name is the one run-level field that round-trips.)
+
+**Suite parameters.** The key ledger's first sightings reach the write-once rule (AC-24) as the
+suite parameter ``kandev_key_ledger``, through ``checkpoint.run(expectation_parameters=...)``.
 
 **Progress.** The checkpoint is run by GX as it is. kandev-dq only watches GX store each
 validation result (one per suite, in checkpoint order) and reports it; GX's own tqdm bars are

@@ -5,11 +5,11 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
 * **Reading the store with kandev-dq's connections.** The data source's URL
   (``${KANDEV_STORE_URL}``) is password-free; :func:`reading_with` gives the data source
   kandev-dq's own connection recipe as SQLAlchemy's ``creator`` (the data source's ``kwargs``
-  reach ``create_engine``), so no GX object, config variable or environment variable ever holds
-  the password. It returns the engine GX's execution engine then uses, the one the run's pinned
-  snapshot is registered against (:func:`kandev_dq.store.snapshot.pinned`). GX builds that
-  execution engine once per data source and reuses it while the data source's settings stay
-  the same.
+  reach ``create_engine``): no GX setting, config variable or environment variable holds the
+  password, only the connect function GX calls. It returns the engine GX's execution engine
+  then uses, the one the run's pinned snapshot is registered against
+  (:func:`kandev_dq.store.snapshot.pinned`). GX builds that execution engine once per data
+  source and reuses it while the data source's settings stay the same.
 * **Hearing each suite's result as it is stored** (progress): :func:`on_each_result` wraps the
   validation-results store's ``store_validation_results``, which GX's ``ValidationDefinition``
   calls once per suite, in checkpoint order.

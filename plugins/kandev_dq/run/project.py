@@ -22,6 +22,8 @@ from pathlib import Path
 from kandev_dq.errors import KandevDqError
 
 PROJECT_FILE = "great_expectations.yml"
+#: The GX config variable the data source's URL comes from. Users name a store with the same
+#: environment variable; GX's runtime environment, where kandev-dq puts the URL, ranks above it.
 URL_VARIABLE = "KANDEV_STORE_URL"
 DATASOURCE = "kandev_store"
 ASSET = "kandev_meta"

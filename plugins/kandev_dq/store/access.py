@@ -25,6 +25,8 @@ from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
+#: The environment variable a user may name the store with (never set by kandev-dq).
+STORE_URL_VARIABLE = "KANDEV_STORE_URL"
 #: The libpq option making every transaction of a PostgreSQL session read-only.
 READ_ONLY_OPTION = "-c default_transaction_read_only=on"
 #: How long opening (or reading) a SQLite store waits for another process's lock.
@@ -145,8 +147,7 @@ def open_store(
     require_kandev: bool = True,
 ) -> Store:
     """Open and probe a store; raise :class:`StoreError` with a one-line reason."""
-    target = target or os.environ.get("KANDEV_STORE_URL") or _default_store()
-    url = resolve_url(target)
+    url = resolve_url(chosen_store(target))
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             raise StoreError("an in-memory SQLite database is not a Kandev store")
@@ -171,11 +172,17 @@ def open_store(
     return store
 
 
-def _default_store() -> str:
+def chosen_store(target: str | None) -> str:
+    """The store a command works on: ``target``, else ``$KANDEV_STORE_URL``, else Kandev's
+    default SQLite file when it exists."""
+    if target:
+        return target
+    if os.environ.get(STORE_URL_VARIABLE):
+        return os.environ[STORE_URL_VARIABLE]
     default = DEFAULT_STORE.expanduser()
     if default.is_file():
         return str(default)
-    raise StoreError("no store given: pass --store or set KANDEV_STORE_URL")
+    raise StoreError(f"no store given: pass --store or set {STORE_URL_VARIABLE}")
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:

@@ -98,7 +98,8 @@ def pinned(engine: sa.Engine, *, reader: sa.Engine | None = None) -> Iterator[Pi
 
 
 def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection], Facts]) -> Facts:
-    """The facts of one family, read in the run's pinned snapshot when there is one."""
+    """The facts of one family, read in the pinned snapshot ``engine`` is registered against
+    when there is one (that run's cache shares them), else in a snapshot of their own."""
     run = _pins.get(engine)
     if run is not None:
         if family not in run.cache:
