@@ -1,4 +1,4 @@
-"""One consistent read for a whole checkpoint run, and what the run knows about its store.
+"""One consistent read for a whole checkpoint run, shared by every family of facts.
 
 GX's SQL execution engine hands each metric its own connection, so on its own every custom
 metric would read its own snapshot. ``kandev-dq check`` therefore *pins* one read-only
