@@ -468,7 +468,8 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     """Results from a run the register never saw (e.g. a checkpoint run through GX directly)
     still give the state and each key's kind; the store and raw values say "not recorded".
     Needs no browser: the site is also checked for remote assets here."""
-    from kandev_dq.report.site import REGISTER, build_docs
+    from kandev_dq.report.site import build_docs
+    from kandev_dq.run.register import REGISTER
 
     _failing_store(sqlite_target)
     check(project, sqlite_target)
