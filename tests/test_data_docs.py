@@ -452,7 +452,7 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     assert row_of(page, "capture_since (")[1] == CAPTURE
     assert ["backfill", "before", "before", "unknown", "1"] in rows(page)
     assert ["live", "at_or_after", "at_or_after", "real", "1"] in rows(page)
-    assert row_of(page, "Store")[1] == f"sqlite:{Path(sqlite_target.url).resolve()} (sqlite)"
+    assert row_of(page, "Store")[1] == f"sqlite:///{Path(sqlite_target.url).resolve()} (sqlite)"
     assert row_of(page, "Verdict")[1] == "passed"
     assert row_of(page, "Shortfall:")[1] == "0"
     assert row_of(page, "Last observed row")[1] == "2026-07-30T01:39:42.271235Z"

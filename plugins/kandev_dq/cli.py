@@ -76,17 +76,10 @@ AllowCodeOption = Annotated[
 
 def _print_version(wanted: bool) -> None:
     if wanted:
-        say(f"kandev-dq {_installed_version()}")
+        from kandev_dq.run.versions import kandev_dq_version
+
+        say(f"kandev-dq {kandev_dq_version()}")
         raise typer.Exit()
-
-
-def _installed_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("kandev-dq")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
 
 
 @app.callback()
@@ -138,6 +131,12 @@ def _progress(quiet: bool):
 class Format(StrEnum):
     text = "text"
     json = "json"
+
+
+class CheckFormat(StrEnum):
+    text = "text"
+    json = "json"
+    junit = "junit"  # JUnit XML: what Jenkins, GitLab and most CI systems read
 
 
 class FailOn(StrEnum):
@@ -200,15 +199,13 @@ def sample(
     store = open_store(out_target, read_only=False, must_exist=False, require_kandev=False)
     try:
         if store.has_table("task_session_messages"):
-            raise KandevDqError(
-                f"{store.display_url} already holds a Kandev store: not touching it"
-            )
+            raise KandevDqError(f"{store.shown} already holds a Kandev store: not touching it")
         shape = None if subagents is Shape.none else subagents.value
         create_store(store.engine, subagents=shape)
         summary = generate(store.engine, scale=scale, seed=seed)
     finally:
         store.dispose()
-    say(f"sample store: {store.display_url}")
+    say(f"sample store: {store.shown}")
     say(
         f"  {summary.sessions} sessions, {summary.turns} turns, {summary.messages} messages "
         f"({summary.subagent_messages} subagent, {summary.ordinary_messages} ordinary)"
@@ -229,15 +226,19 @@ def migrate(
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
     _errors_as_json(output is Format.json)
     from kandev_dq.migration import runner as migration
-    from kandev_dq.store.access import open_store
+    from kandev_dq.store.access import open_store, require_writable
 
     opened = open_store(store, read_only=dry_run)
     try:
+        if output is Format.text:  # first, so a reader knows which store is about to change
+            say(f"{'dry run on' if dry_run else 'migrating'} {opened.shown} ({opened.dialect})")
+        if not dry_run:
+            require_writable(opened)
         report = migration.run(opened, dry_run=dry_run)
     finally:
         opened.dispose()
     if output is Format.json:
-        print(json.dumps(report.to_dict(), default=str))
+        print(json.dumps({"store": opened.shown, **report.to_dict()}, default=str))
     else:
         say(report.render())
     raise typer.Exit(int(report.exit_code))
@@ -249,14 +250,14 @@ def check(
     checkpoint: Annotated[
         str, typer.Option(help="nightly, pre_release or post_migration.")
     ] = "nightly",
-    output: Annotated[Format, typer.Option("--format")] = Format.text,
+    output: Annotated[CheckFormat, typer.Option("--format")] = CheckFormat.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
     project: ProjectOption = None,
     quiet: QuietOption = False,
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
-    _errors_as_json(output is Format.json)
+    _errors_as_json(output is CheckFormat.json)
     folder = _checked_inputs(project, store, checkpoint)
     from kandev_dq.run.check import run_check, verdict_line
 
@@ -264,8 +265,12 @@ def check(
         report = run_check(folder, store, checkpoint, _progress(quiet))
     if not quiet:
         _used(folder)
-    if output is Format.json:
+    if output is CheckFormat.json:
         print(json.dumps(report.to_json(), default=str))
+    elif output is CheckFormat.junit:
+        from kandev_dq.report.junit import junit_xml
+
+        sys.stdout.write(junit_xml(report, fail_on.value))
     else:
         _print_report(report, verdict_line(report))
     raise typer.Exit(int(report.exit_code(fail_on.value)))

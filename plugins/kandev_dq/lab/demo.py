@@ -57,7 +57,7 @@ def run_demo(
     project = build_project(folder / "project")
     store = open_store(target, read_only=False, must_exist=False, require_kandev=False)
     try:
-        say(f"1/5 generating a Kandev store that predates the feature: {store.display_url}")
+        say(f"1/5 generating a Kandev store that predates the feature: {store.shown}")
         sample.create_store(store.engine)
         summary = sample.generate(store.engine, scale=scale, seed=0)
         with store.snapshot() as conn:
@@ -76,7 +76,7 @@ def run_demo(
         sample.append_live_traffic(
             store.engine, count=LIVE_SUBAGENTS, seed=1, until=datetime.now(UTC)
         )
-        display = store.display_url
+        display = store.shown
     finally:
         store.dispose()
     say("4/5 running the pre_release checkpoint (read-only) and building the data docs")
@@ -93,8 +93,6 @@ def _require_empty(url: str) -> None:
     store = open_store(url, read_only=True, require_kandev=False)
     try:
         if store.has_table("task_session_messages"):
-            raise KandevDqError(
-                f"{store.display_url} already holds a Kandev store: use an empty one"
-            )
+            raise KandevDqError(f"{store.shown} already holds a Kandev store: use an empty one")
     finally:
         store.dispose()

@@ -17,7 +17,7 @@ def project_folder(project: Path | None) -> Path:
     """The project a command uses (``--project``, else the default), as an absolute path."""
     folder = (project or default_project()).expanduser().resolve()
     if not folder.is_dir():
-        raise KandevDqError(f"no GX project at {folder}: the folder does not exist")
+        raise KandevDqError(f"{folder} is not a kandev-dq project: the folder does not exist")
     if not (folder / PROJECT_FILE).is_file():
         raise KandevDqError(f"{folder} is not a kandev-dq project: no {PROJECT_FILE} there")
     return folder

@@ -29,14 +29,12 @@ def run_key(run_id) -> str:
     return run_id.to_tuple()[1]
 
 
-def record_run(
-    root: Path, key: str, identity: str, dialect: str, keys: dict[str, str | None]
-) -> None:
-    """Record a run: its store (by ledger identity, redacted once more for safety), dialect,
+def record_run(root: Path, key: str, store: str, dialect: str, keys: dict[str, str | None]) -> None:
+    """Record a run: its store (as outputs name it, redacted once more for safety), dialect,
     AC-24c state and activation keys. The newest :data:`REGISTER_LIMIT` runs are kept."""
     register = load_register(root)
     register[key] = {
-        "store": redact(identity),
+        "store": redact(store),
         "dialect": dialect,
         "state": state_of(keys),
         "keys": {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()},
