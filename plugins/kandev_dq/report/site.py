@@ -47,17 +47,13 @@ from great_expectations.render import (
     RenderedStringTemplateContent,
     RenderedTableContent,
 )
-from great_expectations.render.renderer import (
-    ExpectationSuitePageRenderer,
-    ValidationResultsPageRenderer,
-)
 from great_expectations.render.renderer.site_builder import SiteBuilder
 from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
-from kandev_dq.contract.rule_index import SUITE_TABLES
+from kandev_dq.run import gx_adapter
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 
@@ -824,53 +820,19 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
 
 # --- the site builder --------------------------------------------------------------------------
 
-# --- renderers: GX's pages, naming what kandev-dq's suites judge ---------------------------------
-
-
-class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
-    """GX's validation page, its "Data asset" naming the tables the suite judges (every suite
-    runs against the one batch ``kandev_meta``, which GX would show for all of them)."""
-
-    @classmethod
-    def _render_validation_header(cls, validation_results):
-        header = super()._render_validation_header(validation_results)
-        tables = SUITE_TABLES.get(validation_results.suite_name)
-        if tables:
-            header.subheader.string_template["params"]["data_asset_name"] = ", ".join(tables)
-        return header
-
-    def _determine_page_title(self, run_name, run_time, data_asset_name, expectation_suite_name):
-        # The breadcrumb: suite, run and time; the batch name would only repeat "kandev_meta".
-        return super()._determine_page_title(run_name, run_time, "", expectation_suite_name)
-
-
-class KandevExpectationSuitePageRenderer(ExpectationSuitePageRenderer):
-    """GX's suite page, without "across 0 columns" for a suite whose rules take no column."""
-
-    @classmethod
-    def _render_expectation_suite_notes(cls, expectations):
-        notes = super()._render_expectation_suite_notes(expectations)
-        if any("column" in e.kwargs for e in expectations.expectation_configurations):
-            return notes
-        count = len(expectations.expectations)
-        tables = SUITE_TABLES.get(expectations.name)
-        judged = f", judging {', '.join(tables)}" if tables else ""
-        notes.text[0] = f"This Expectation suite currently contains {count} Expectations{judged}."
-        return notes
-
 
 def _section(renderer: type | None) -> dict[str, Any]:
     section: dict[str, Any] = {
         "view": {"module_name": __name__, "class_name": KandevPageView.__name__}
     }
-    if renderer is not None:
-        section["renderer"] = {"module_name": __name__, "class_name": renderer.__name__}
+    if renderer is not None:  # GX's page renderers, adapted (kandev_dq.run.gx_adapter)
+        section["renderer"] = {"module_name": renderer.__module__, "class_name": renderer.__name__}
     return section
 
 
 KANDEV_SECTIONS = {
-    "expectations": _section(KandevExpectationSuitePageRenderer),
-    "validations": _section(KandevValidationResultsPageRenderer),
+    "expectations": _section(gx_adapter.KandevExpectationSuitePageRenderer),
+    "validations": _section(gx_adapter.KandevValidationResultsPageRenderer),
     "profiling": _section(None),
 }
 
