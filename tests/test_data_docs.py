@@ -433,7 +433,7 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     shutil.rmtree(index.parent)
     built = CliRunner().invoke(app, ["docs", "--project", str(project)])
     assert built.exit_code == 0, built.output
-    assert built.output.strip() == str(index)
+    assert built.stdout.strip() == str(index)
     assert_self_contained(index.parent)
 
     seen = chromium.probe({"overview": overview, "index": index}, tmp_path)
