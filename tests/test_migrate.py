@@ -36,6 +36,7 @@ from kandev_dq.contract.instants import (
 )
 from kandev_dq.migration import runner as migrate
 from kandev_dq.migration.runner import Status
+from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
 from tests.subagent_rows import (
@@ -139,7 +140,7 @@ def observe(target) -> SubagentsShape:
 
 def keys(target) -> dict[str, str | None]:
     with target.engine.connect() as conn:
-        return migrate.read_keys(conn)
+        return read_keys(conn)
 
 
 def fresh_shape(target) -> SubagentsShape:
@@ -187,7 +188,7 @@ def assert_end_state(target, report, *, through: str | None) -> dict:
     shape = observe(target)
     assert shape == fresh_shape(target)
     assert shape.end_state_holds and shape.foreign_keys_hold
-    assert migrate.REBUILD_TABLE not in table_names(target.engine)
+    assert schema.REBUILD_TABLE not in table_names(target.engine)
     found = keys(target)
     assert is_instant_key(found[EXECUTION_SINCE])
     assert is_instant_key(found[CAPTURE_SINCE])
@@ -444,7 +445,7 @@ def test_failed_rebuild_leaves_the_old_table_whole_and_retries(target, caplog):
     )
     assert observe(target) == shape_before
     assert subagent_rows(target.engine) == rows_before
-    assert migrate.REBUILD_TABLE not in table_names(target.engine)
+    assert schema.REBUILD_TABLE not in table_names(target.engine)
     assert keys(target) == dict.fromkeys((CAPTURE_SINCE, BACKFILL_THROUGH, EXECUTION_SINCE))
 
     retry = run_migration(target)

@@ -13,7 +13,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.instants import (
-    ACTIVATION_KEYS,
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
@@ -23,30 +22,15 @@ from kandev_dq.contract.instants import (
     Precision,
     read_key,
 )
-from kandev_dq.contract.tables import UNKNOWN_EXECUTION, kandev_meta, subagents
+from kandev_dq.contract.tables import UNKNOWN_EXECUTION, subagents
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
-from kandev_dq.sql.messages import (
-    count_and_sample,
-    display,
-    every_document_parsed,
-    qualifies,
-    sample_of,
-    subagent_messages,
-)
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.messages import count_and_sample, display, every_document_parsed, sample_of
 from kandev_dq.store.observe import observe_subagents
 
 STATES = ("fully_activated", "capture_only", "execution_only", "not_activated")
 _LEGACY_TOLERANCE = timedelta(seconds=1)
-
-
-def read_keys(conn: sa.Connection) -> dict[str, str | None]:
-    rows = conn.execute(
-        sa.select(kandev_meta.c.key, kandev_meta.c.value).where(
-            kandev_meta.c.key.in_(ACTIVATION_KEYS)
-        )
-    ).all()
-    found = dict(rows)
-    return {key: found.get(key) for key in ACTIVATION_KEYS}
 
 
 def describe_key(name: str, raw: str | None) -> dict[str, Any]:

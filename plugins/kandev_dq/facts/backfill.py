@@ -1,8 +1,8 @@
 """Facts behind the backfill reconciliation rules (CONTRACT §4): every ``source='backfill'`` row
 against the row its message should have produced.
 
-The expected rows are the migration runner's own mapping,
-:func:`kandev_dq.migration.runner.backfill_select` (one winner per ``(task_session_id,
+The expected rows are the statement the migration runner inserts,
+:func:`kandev_dq.sql.mapping.backfill_select` (one winner per ``(task_session_id,
 tool_call_id)``, AC-21b; the AC-21 predicate; the §2 NULL/zero/negative/empty rules), used here
 as a subquery: the runner and this check share one definition. Each row is joined to the
 expected row of its key and every field family is counted in ONE statement (``SUM(CASE …)`` over
@@ -33,15 +33,10 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
-from kandev_dq.facts.activation import read_keys
-from kandev_dq.migration import runner as migrate
 from kandev_dq.sql.dialect import at_or_after, before, instant_param, utc_instant
-from kandev_dq.sql.messages import (
-    count_and_sample,
-    every_document_parsed,
-    qualifies,
-    subagent_messages,
-)
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
+from kandev_dq.sql.messages import count_and_sample, every_document_parsed
 from kandev_dq.store.observe import EXECUTION_COLUMN, observe_subagents
 
 #: The field families, each judged by one rule.
@@ -67,7 +62,7 @@ TEXT_FIELDS = (
     "is_async",
 )
 #: Columns the comparison needs (``agent_execution_id`` reads as 'unknown' when absent).
-REQUIRED_COLUMNS = tuple(c for c in migrate.BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
+REQUIRED_COLUMNS = tuple(c for c in BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
 _TEXT_SAMPLE = 120
 
 
@@ -112,7 +107,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
     # many it maps rides on every expected row (a window over the whole set), so the counting
     # statement reads the messages once. (A CTE read twice would be materialised, and
     # PostgreSQL, misjudging how many rows its JSON filter keeps, loops over it per row.)
-    mapping = migrate.backfill_select(conn.dialect.name).subquery("mapping")
+    mapping = backfill_select(conn.dialect.name).subquery("mapping")
     if capture is not None:
         maps = before(mapping.c.observed_at, instant_param("mapped_before", capture))
     else:

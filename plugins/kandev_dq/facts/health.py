@@ -16,7 +16,7 @@ reported on their own. ``MAX(observed_at)`` is read over rows at/after ``:since`
 Without a usable capture_since nothing is compared (AC-28a); the reason is the fact.
 
 **How it reads.** The messages at/after ``:since`` are read through the created_at index and
-their documents parsed once (:func:`kandev_dq.sql.messages.subagent_messages` with ``since``); the
+their documents parsed once (:func:`kandev_dq.sql.mapping.subagent_messages` with ``since``); the
 rows at/after ``:since`` are read once. Both key sets are stacked (``UNION ALL``) and grouped by
 key into one *ledger* saying, per key, on which side(s) it appears. Every count above comes
 from one aggregate over that ledger: ONE statement for both sides and both differences, whose
@@ -33,9 +33,10 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.contract.tables import subagents
-from kandev_dq.facts.activation import read_keys
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
-from kandev_dq.sql.messages import display, qualifies, sample_of, subagent_messages
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.messages import display, sample_of
 from kandev_dq.store.observe import observe_subagents
 
 

@@ -31,7 +31,8 @@ from kandev_dq.contract.tables import (
     task_sessions,
 )
 from kandev_dq.sql.dialect import utc_instant
-from kandev_dq.sql.messages import count_and_sample, qualifies, subagent_messages
+from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.messages import count_and_sample
 from kandev_dq.store.observe import observe_subagents
 
 SOURCES = ("live", "backfill")

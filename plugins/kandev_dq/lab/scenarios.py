@@ -59,6 +59,7 @@ from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
 from kandev_dq.lab.storebuilder import StoreBuilder, subagent_metadata
 from kandev_dq.migration import runner as migrate
+from kandev_dq.sql import keys, mapping
 from kandev_dq.sql.dialect import utc_instant
 
 SEVERITIES = ("error", "warning", "info")
@@ -444,7 +445,7 @@ def _healthy_row(
 
 def read_keys(engine: sa.Engine) -> dict[str, str | None]:
     with engine.connect() as conn:
-        return migrate.read_keys(conn)
+        return keys.read_keys(conn)
 
 
 def _key_instant(engine: sa.Engine, key: str) -> Instant:
@@ -505,7 +506,7 @@ _MIGRATION_FAULTS: dict[str, Callable[[str, Any], bool]] = {
     ),
     # The AC-33 upgrade of a pre-amendment table fails (AC-33a: the old table survives).
     "amend": lambda sql, params: (
-        migrate.REBUILD_TABLE in sql or ("ALTER TABLE" in sql and "ADD COLUMN" in sql)
+        schema.REBUILD_TABLE in sql or ("ALTER TABLE" in sql and "ADD COLUMN" in sql)
     ),
 }
 
@@ -798,7 +799,7 @@ def legacy_store(engine: sa.Engine) -> None:
     write_history(engine)
     legacy = schema.pre_amendment_subagents
     columns = [c.name for c in legacy.columns]
-    mapped = migrate.backfill_select(engine.dialect.name).subquery("mapped")
+    mapped = mapping.backfill_select(engine.dialect.name).subquery("mapped")
     captured = _legacy_capture()
     with _writing(engine) as conn:
         conn.execute(
@@ -1739,7 +1740,7 @@ def materialise(name: str, target: str) -> float:
         store.dispose()
 
 
-_KANDEV_TABLES = {t.name for t in schema.BASE_TABLES} | {schema.SUBAGENTS, migrate.REBUILD_TABLE}
+_KANDEV_TABLES = {t.name for t in schema.BASE_TABLES} | {schema.SUBAGENTS, schema.REBUILD_TABLE}
 
 
 def apply_between_runs(name: str, target: str) -> None:

@@ -40,8 +40,6 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg_dialect
 from sqlalchemy.dialects import sqlite as sqlite_dialect
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import FunctionElement
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import (
@@ -57,6 +55,16 @@ from kandev_dq.contract.instants import (
 from kandev_dq.errors import ExitCode
 from kandev_dq.sql import dialect
 from kandev_dq.sql import messages as queries
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import (
+    BACKFILL_COLUMNS,
+    backfill_select,
+    fenced,
+    is_source,
+    message_documents,
+    qualifies,
+    subagent_messages,
+)
 from kandev_dq.store.access import Store
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
 
@@ -71,15 +79,10 @@ STEP_LOCK = "migration_lock"
 STEP_NAMES = (STEP_META, STEP_CREATE, STEP_AMEND, STEP_EXECUTION_SINCE, STEP_BACKFILL)
 SHAPE_STEPS = (STEP_CREATE, STEP_AMEND)
 
-#: The name the SQLite rebuild gives the new table until it replaces the old one.
-REBUILD_TABLE = f"{schema.SUBAGENTS}__amended"
 #: How long a SQLite step waits for another writer (a concurrent run's backfill included).
 BUSY_TIMEOUT_MS = 120_000
 #: Attempts at the backfill transaction when PostgreSQL reports a serialization failure.
 SERIALIZATION_ATTEMPTS = 3
-#: A metric beyond what an INTEGER column holds on PostgreSQL is not stored (on both dialects,
-#: so that they agree, AC-19); no real count comes near it.
-INTEGER_MAX = 2_147_483_647
 WAITING_MESSAGE = "waiting: another migration holds the lock"
 
 
@@ -375,17 +378,6 @@ def _run_lock(ctx: MigrationRun) -> Iterator[None]:
 # --- keys ------------------------------------------------------------------------------------
 
 
-def read_keys(conn: sa.Connection) -> dict[str, str | None]:
-    """The three activation keys as stored (None = absent; ``kandev_meta`` missing = all absent)."""
-    keys: dict[str, str | None] = dict.fromkeys(ACTIVATION_KEYS)
-    if not sa.inspect(conn).has_table(schema.kandev_meta.name):
-        return keys
-    meta = schema.kandev_meta
-    rows = conn.execute(sa.select(meta.c.key, meta.c.value).where(meta.c.key.in_(ACTIVATION_KEYS)))
-    keys.update({key: value for key, value in rows})
-    return keys
-
-
 #: Keep an INSERT's rowcount (SQLAlchemy otherwise only guarantees it for UPDATE/DELETE).
 _ROWCOUNT = {"preserve_rowcount": True}
 
@@ -463,11 +455,11 @@ def create_missing_indexes(conn: sa.Connection) -> list[str]:
 
 
 def _rebuild_table() -> sa.Table:
-    """The amended table under :data:`REBUILD_TABLE`, its FK resolvable, without indexes."""
+    """The amended table under :data:`schema.REBUILD_TABLE`, its FK resolvable, without indexes."""
     meta = sa.MetaData()
     for base in schema.BASE_TABLES:
         base.to_metadata(meta)
-    return schema.subagents.to_metadata(meta, name=REBUILD_TABLE)
+    return schema.subagents.to_metadata(meta, name=schema.REBUILD_TABLE)
 
 
 def rebuild_sqlite_table(conn: sa.Connection, shape: SubagentsShape) -> int:
@@ -506,7 +498,8 @@ def rebuild_sqlite_table(conn: sa.Connection, shape: SubagentsShape) -> int:
         raise MigrationError(f"copied {count_new} of {count_old} row(s)")
     quote = conn.dialect.identifier_preparer.quote
     conn.exec_driver_sql(f"DROP TABLE {quote(schema.SUBAGENTS)}")
-    conn.exec_driver_sql(f"ALTER TABLE {quote(REBUILD_TABLE)} RENAME TO {quote(schema.SUBAGENTS)}")
+    rebuilt, live = quote(schema.REBUILD_TABLE), quote(schema.SUBAGENTS)
+    conn.exec_driver_sql(f"ALTER TABLE {rebuilt} RENAME TO {live}")
     for index in sorted(schema.subagents.indexes, key=lambda i: i.name):
         index.create(conn)
     return count_new
@@ -679,20 +672,19 @@ def refuse_unreadable_timestamps(conn: sa.Connection) -> None:
     """
     if conn.dialect.name != "sqlite":
         return
-    msg = _messages()
-    tool_call_id = dialect.json_text(msg.c.doc, "tool_call_id")
+    sm = subagent_messages("msg")
     unreadable = sa.or_(
-        sa.not_(dialect.recognised_utc_text(msg.c.created_at)),
-        sa.not_(dialect.recognised_utc_text(msg.c.updated_at)),
+        sa.not_(dialect.recognised_utc_text(sm.c.created_at)),
+        sa.not_(dialect.recognised_utc_text(sm.c.updated_at)),
     )
     stmt = (
         sa.select(
-            msg.c.id,
-            sa.cast(msg.c.created_at, sa.Text).label("created_at"),
-            sa.cast(msg.c.updated_at, sa.Text).label("updated_at"),
+            sm.c.id,
+            sa.cast(sm.c.created_at, sa.Text).label("created_at"),
+            sa.cast(sm.c.updated_at, sa.Text).label("updated_at"),
         )
-        .where(_predicate(msg, tool_call_id), unreadable)
-        .order_by(msg.c.id)
+        .where(qualifies(sm), unreadable)
+        .order_by(sm.c.id)
     )
     count, sample = queries.count_and_sample(conn, stmt, limit=3)
     if count:
@@ -717,161 +709,6 @@ def backfill_through_value(high: str | datetime | None) -> str:
 # --- the backfill's statements ----------------------------------------------------------------
 
 
-class _whole(FunctionElement):  # noqa: N801 - reads as a SQL function
-    """A JSON number truncated toward zero, identically on both dialects."""
-
-    inherit_cache = True
-    type = sa.Numeric()
-
-
-@compiles(_whole, "sqlite")
-def _whole_sqlite(element, compiler, **kw):
-    return f"CAST({compiler.process(list(element.clauses)[0], **kw)} AS INTEGER)"
-
-
-@compiles(_whole, "postgresql")
-def _whole_postgresql(element, compiler, **kw):
-    return f"trunc({compiler.process(list(element.clauses)[0], **kw)})"
-
-
-_TASK = ("normalized", "subagent_task")
-_TASK_TEXT = ("subagent_type", "description", "agent_id", "child_session_id", "model")
-
-
-def _messages() -> sa.Subquery:
-    """Messages with their metadata read once per row, as a document (AC-23b).
-
-    On PostgreSQL ``OFFSET 0`` keeps the planner from pulling the subquery up, which would
-    repeat the ``::jsonb`` parse for every field read from it; it limits nothing.
-    """
-    m = schema.task_session_messages
-    select = sa.select(
-        m.c.id,
-        m.c.task_session_id,
-        m.c.task_id,
-        m.c.turn_id,
-        m.c.created_at,
-        m.c.updated_at,
-        queries.message_doc(m).label("doc"),
-    )
-    # A literal suffix rather than .offset(0), which SQLAlchemy renders as "LIMIT ALL OFFSET".
-    return select.suffix_with("OFFSET 0", dialect="postgresql").subquery("msg")
-
-
-def _predicate(msg: sa.Subquery, tool_call_id) -> sa.ColumnElement[bool]:
-    """AC-21 / AC-21a: a subagent message with session id, task id and tool_call_id non-empty."""
-    return sa.and_(
-        dialect.json_text(msg.c.doc, "normalized", "kind") == "subagent_task",
-        sa.func.coalesce(msg.c.task_session_id, "") != "",
-        sa.func.coalesce(msg.c.task_id, "") != "",
-        sa.func.coalesce(tool_call_id, "") != "",
-    )
-
-
-def _id_order(column, dialect_name: str):
-    """Byte order for the id tie-break, whatever the database's collation (AC-19)."""
-    return column.collate("C" if dialect_name == "postgresql" else "BINARY")
-
-
-def _winners(dialect_name: str) -> sa.Subquery:
-    """One candidate per (task_session_id, tool_call_id): newest created_at, then greatest id."""
-    msg = _messages()
-    doc = msg.c.doc
-    tool_call_id = dialect.json_text(doc, "tool_call_id")
-    rank = sa.func.row_number().over(
-        partition_by=(msg.c.task_session_id, tool_call_id),
-        order_by=(
-            dialect.utc_instant(msg.c.created_at).desc(),
-            _id_order(msg.c.id, dialect_name).desc(),
-        ),
-    )
-    fields = [
-        tool_call_id.label("tool_call_id"),
-        dialect.json_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
-        dialect.json_text(doc, "status").label("tool_status"),
-        dialect.json_text(doc, *_TASK, "status").label("agent_status"),
-        *(dialect.json_text(doc, *_TASK, name).label(name) for name in _TASK_TEXT),
-        dialect.json_flag(doc, *_TASK, "is_async").label("is_async"),
-        *(dialect.json_number(doc, *_TASK, name).label(name) for name in schema.METRIC_COLUMNS),
-    ]
-    return (
-        sa.select(
-            msg.c.id,
-            msg.c.task_session_id,
-            msg.c.task_id,
-            msg.c.turn_id,
-            msg.c.created_at,
-            msg.c.updated_at,
-            *fields,
-            rank.label("rank"),
-        )
-        .where(_predicate(msg, tool_call_id))
-        .subquery("ranked")
-    )
-
-
-def _metric(value, agent_status, *, keep_zero: bool):
-    """AC-7/7a/8/9: NULL when async_launched, unreported, negative (or 0 unless kept)."""
-    whole = _whole(value)
-    lowest = 0 if keep_zero else 1
-    return sa.case(
-        (agent_status == "async_launched", sa.null()),
-        (sa.and_(whole >= lowest, whole <= INTEGER_MAX), sa.cast(whole, sa.Integer)),
-        else_=sa.null(),
-    )
-
-
-def backfill_select(dialect_name: str) -> sa.Select:
-    """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table)."""
-    r = _winners(dialect_name)
-    agent_status = sa.func.nullif(r.c.agent_status, "")
-    tool_status = sa.func.nullif(r.c.tool_status, "")
-    return sa.select(
-        r.c.id,
-        r.c.task_session_id,
-        r.c.task_id,
-        sa.func.nullif(r.c.turn_id, "").label("turn_id"),
-        r.c.tool_call_id,
-        sa.literal(schema.UNKNOWN_EXECUTION, sa.Text).label("agent_execution_id"),
-        sa.func.nullif(r.c.parent_tool_call_id, "").label("parent_tool_call_id"),
-        *(sa.func.nullif(r.c[name], "").label(name) for name in _TASK_TEXT),
-        agent_status.label("agent_status"),
-        tool_status.label("tool_status"),
-        sa.func.coalesce(r.c.is_async, 0).label("is_async"),
-        _metric(r.c.total_tokens, agent_status, keep_zero=False).label("total_tokens"),
-        _metric(r.c.tool_use_count, agent_status, keep_zero=True).label("tool_use_count"),
-        _metric(r.c.duration_ms, agent_status, keep_zero=False).label("duration_ms"),
-        sa.literal("backfill", sa.Text).label("source"),
-        r.c.created_at.label("observed_at"),
-        sa.case(
-            (tool_status.in_(schema.TERMINAL_TOOL_STATUSES), r.c.updated_at), else_=sa.null()
-        ).label("settled_at"),
-        r.c.updated_at.label("updated_at"),
-    ).where(r.c.rank == 1)
-
-
-BACKFILL_COLUMNS = (
-    "id",
-    "task_session_id",
-    "task_id",
-    "turn_id",
-    "tool_call_id",
-    "agent_execution_id",
-    "parent_tool_call_id",
-    *_TASK_TEXT,
-    "agent_status",
-    "tool_status",
-    "is_async",
-    "total_tokens",
-    "tool_use_count",
-    "duration_ms",
-    "source",
-    "observed_at",
-    "settled_at",
-    "updated_at",
-)
-
-
 def backfill_statement(dialect_name: str):
     """AC-21 … AC-22: one ``INSERT … SELECT`` with ``ON CONFLICT (…) DO NOTHING``, no batching."""
     t = schema.subagents
@@ -888,31 +725,20 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
     unparsable metadata aborts the statement instead): ``unrecognised``, the qualifying
     messages :func:`refuse_unreadable_timestamps` refuses, and ``unreadable``, the messages
     whose metadata is not JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
-    them only when there are any). The predicate is evaluated once per message, in a subquery
-    that neither dialect flattens (``OFFSET 0``): SQLite would otherwise repeat its JSON
-    reads for every aggregate that tests it.
+    them only when there are any). The aggregates read the predicate from a
+    :func:`~kandev_dq.sql.mapping.fenced` subquery: PostgreSQL evaluates it once per message.
     """
     m = schema.task_session_messages
     sqlite = dialect_name == "sqlite"
-    read = sa.select(
-        m.c.id,
-        m.c.task_session_id,
-        m.c.task_id,
-        m.c.created_at,
-        m.c.updated_at,
-        queries.message_doc(m).label("doc"),
-    )
-    if sqlite:
-        read = read.add_columns(queries.unreadable_sqlite(m.c.metadata).label("unreadable"))
-    msg = read.suffix_with("OFFSET 0", dialect="postgresql").subquery("msg")
-    source = _predicate(msg, dialect.json_text(msg.c.doc, "tool_call_id"))
+    unreadable = (queries.unreadable_sqlite(m.c.metadata).label("unreadable"),) if sqlite else ()
+    msg = message_documents("msg", extra=unreadable)
     flagged = sa.select(
-        sa.case((source, 1), else_=0).label("source"),
+        sa.case((is_source(msg), 1), else_=0).label("source"),
         msg.c.created_at,
         msg.c.updated_at,
         *([msg.c.unreadable] if sqlite else []),
     )
-    f = flagged.offset(0).subquery("flagged").c
+    f = fenced(flagged).subquery("flagged").c
 
     def total(condition) -> sa.ColumnElement:
         return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
@@ -931,17 +757,13 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
 
 def backfill_through_statement(dialect_name: str) -> sa.Select:
     """MAX(created_at) over AC-21's source predicate, as an exact instant (AC-24 point 1)."""
-    msg = _messages()
-    tool_call_id = dialect.json_text(msg.c.doc, "tool_call_id")
-    return sa.select(sa.func.max(dialect.utc_instant(msg.c.created_at))).where(
-        _predicate(msg, tool_call_id)
-    )
+    sm = subagent_messages("msg")
+    return sa.select(sa.func.max(dialect.utc_instant(sm.c.created_at))).where(qualifies(sm))
 
 
 def _qualifying_count_statement(dialect_name: str) -> sa.Select:
-    msg = _messages()
-    tool_call_id = dialect.json_text(msg.c.doc, "tool_call_id")
-    return sa.select(sa.func.count()).where(_predicate(msg, tool_call_id))
+    sm = subagent_messages("msg")
+    return sa.select(sa.func.count()).where(qualifies(sm))
 
 
 def _would_insert_statement(dialect_name: str, shape: SubagentsShape) -> sa.Select:

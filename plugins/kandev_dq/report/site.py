@@ -182,7 +182,7 @@ def record_run(root: Path, run: RunContext, run_keys: set[str]) -> None:
 
 
 def _run_keys(run: RunContext) -> dict[str, str | None] | None:
-    from kandev_dq.facts.activation import read_keys
+    from kandev_dq.sql.keys import read_keys
 
     for facts in run.cache.values():
         keys = facts.get("keys") if isinstance(facts, dict) else None

@@ -16,11 +16,12 @@ from urllib.parse import quote
 
 from kandev_dq.contract.instants import shown_key
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.facts.activation import read_keys, state_of
+from kandev_dq.facts.activation import state_of
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run.ledger import KeyLedger, store_identity
 from kandev_dq.run.project import URL_VARIABLE, load_context
 from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import Store, open_store
 from kandev_dq.store.snapshot import pinned
 
