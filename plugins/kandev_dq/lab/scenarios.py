@@ -58,6 +58,7 @@ from kandev_dq.contract.instants import (
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
 from kandev_dq.lab.storebuilder import StoreBuilder, subagent_metadata
+from kandev_dq.migration import backfill as migration_backfill
 from kandev_dq.migration import runner as migrate
 from kandev_dq.sql import keys, mapping
 from kandev_dq.sql.dialect import utc_instant
@@ -520,7 +521,7 @@ def run_migration(engine: sa.Engine, *, fail: str | None = None) -> migrate.Migr
     from kandev_dq.store.access import open_store
 
     store = open_store(store_url(engine), read_only=False)
-    log = logging.getLogger(migrate.__name__)
+    log = logging.getLogger("kandev_dq.migration")
     level = log.level
     try:
         if fail is not None:
@@ -805,7 +806,9 @@ def legacy_store(engine: sa.Engine) -> None:
         conn.execute(
             legacy.insert().from_select(columns, sa.select(*(mapped.c[c] for c in columns)))
         )
-        newest = conn.execute(migrate.backfill_through_statement(conn.dialect.name)).scalar()
+        newest = conn.execute(
+            migration_backfill.backfill_through_statement(conn.dialect.name)
+        ).scalar()
         conn.execute(  # the old writer truncated both keys to the second
             schema.kandev_meta.insert(),
             [
@@ -1239,7 +1242,7 @@ def _capture_at_start(engine: sa.Engine) -> None:
         ))
         # fmt: on
         with _writing(engine) as conn:  # the same INSERT … SELECT saw it
-            conn.execute(migrate.backfill_statement(conn.dialect.name))
+            conn.execute(migration_backfill.backfill_statement(conn.dialect.name))
         set_key(engine, CAPTURE_SINCE, _instant(started).rfc3339nano())
         set_key(engine, BACKFILL_THROUGH, _instant(committed).rfc3339nano())
 
