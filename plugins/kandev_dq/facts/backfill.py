@@ -37,6 +37,7 @@ from kandev_dq.sql.dialect import at_or_after, before, instant_param, utc_instan
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
 from kandev_dq.sql.messages import count_and_sample, every_document_parsed
+from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
 from kandev_dq.store.observe import EXECUTION_COLUMN, observe_subagents
 
 #: The field families, each judged by one rule.
@@ -211,29 +212,6 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         ),
     }
 
-    def total(condition) -> sa.ColumnElement:
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
-
-    counts_stmt = (
-        sa.select(
-            sa.func.max(e.mapped_total).label("expected_rows"),
-            total(is_backfill).label("backfill_rows"),
-            total(matched).label("matched_rows"),
-            total(sa.and_(matched, drifted)).label("drifted_rows"),
-            *(total(cond).label(name) for name, cond in conditions.items()),
-        )
-        .select_from(joined)
-        .where(sa.or_(is_backfill, relabel_candidate))
-    )
-    counts = conn.execute(counts_stmt).mappings().one()
-    every_document_parsed(conn)  # the mapping read every message's metadata
-    expected_rows = counts["expected_rows"]
-    if expected_rows is None:  # no row met an expected one: count the mapping on its own
-        expected_rows = conn.execute(
-            sa.select(sa.func.count()).select_from(mapping).where(maps)
-        ).scalar_one()
-    expected_rows = int(expected_rows)
-
     key = (b.id.label("row_id"), b.task_session_id, b.tool_call_id, e.id.label("message_id"))
 
     def short(column, label: str):
@@ -276,23 +254,51 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         "orphan": (b.task_id, b.observed_at),
         "relabelled": (execution.label("agent_execution_id"), b.observed_at),
     }
-    families = {}
-    for name in FAMILIES:
-        if not counts[name]:
-            families[name] = {"count": 0, "sample": []}
-            continue
-        if name == "winner":  # one row per backfill row, whichever losers it matches
-            stmt = (
-                sa.select(*key, *shown[name], sa.func.min(lost.id).label("loser_id"))
-                .select_from(with_losers)
-                .where(not_the_winner, carries_loser)
-                .group_by(*key, *shown[name])
-            )
-        else:
-            stmt = sa.select(*key, *shown[name]).select_from(joined).where(conditions[name])
-        stmt = stmt.order_by(b.task_session_id, b.tool_call_id, b.id)
+    # Every family's count in ONE statement; the winner family's own count and sample come
+    # from the losers (the counting statement only finds its candidates, AC-21b).
+    conditions = {
+        name: Counted(
+            when=cond,
+            sample=None
+            if name == "winner"
+            else sa.select(*key, *shown[name])
+            .select_from(joined)
+            .where(cond)
+            .order_by(b.task_session_id, b.tool_call_id, b.id),
+        )
+        for name, cond in conditions.items()
+    }
+    counts, families = counted_scan(
+        conn,
+        conditions,
+        select_from=joined,
+        where=sa.or_(is_backfill, relabel_candidate),
+        extra=[
+            sa.func.max(e.mapped_total).label("expected_rows"),
+            count_when(is_backfill).label("backfill_rows"),
+            count_when(matched).label("matched_rows"),
+            count_when(sa.and_(matched, drifted)).label("drifted_rows"),
+        ],
+    )
+    every_document_parsed(conn)  # the mapping read every message's metadata
+    expected_rows = counts["expected_rows"]
+    if expected_rows is None:  # no row met an expected one: count the mapping on its own
+        expected_rows = conn.execute(
+            sa.select(sa.func.count()).select_from(mapping).where(maps)
+        ).scalar_one()
+    expected_rows = int(expected_rows)
+    winner: Part = {"count": 0, "sample": []}
+    if counts["winner"]:  # one row per backfill row, whichever losers it matches
+        stmt = (
+            sa.select(*key, *shown["winner"], sa.func.min(lost.id).label("loser_id"))
+            .select_from(with_losers)
+            .where(not_the_winner, carries_loser)
+            .group_by(*key, *shown["winner"])
+            .order_by(b.task_session_id, b.tool_call_id, b.id)
+        )
         count, sample = count_and_sample(conn, stmt)
-        families[name] = {"count": count, "sample": sample}
+        winner = {"count": count, "sample": sample}
+    families = {name: winner if name == "winner" else families[name] for name in FAMILIES}
     return {
         "evaluable": True,
         "reason": "",
