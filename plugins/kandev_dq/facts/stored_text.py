@@ -31,6 +31,7 @@ from kandev_dq.sql.messages import (
     locate_unreadable_metadata,
     unreadable_sqlite,
 )
+from kandev_dq.sql.scan import count_when
 from kandev_dq.store.observe import observe_subagents
 
 #: The timestamp columns the rules compare, per table.
@@ -40,10 +41,6 @@ TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 _SAMPLE = 20
 _SHOWN_CHARS = 60
-
-
-def _total(condition: sa.ColumnElement) -> sa.ColumnElement:
-    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
 def _misread(column) -> sa.ColumnElement:
@@ -56,8 +53,8 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
     facts: dict[str, Any] = {"dialect": conn.dialect.name}
     timestamps: dict[str, int] = {}
     if sqlite:
-        sums = [_total(unreadable_sqlite(m.c.metadata)).label("unreadable")]
-        sums += [_total(_misread(m.c[name])).label(name) for name in TIMESTAMP_COLUMNS[m.name]]
+        sums = [count_when(unreadable_sqlite(m.c.metadata)).label("unreadable")]
+        sums += [count_when(_misread(m.c[name])).label(name) for name in TIMESTAMP_COLUMNS[m.name]]
         counts = conn.execute(sa.select(*sums)).mappings().one()
         unreadable_count = int(counts["unreadable"])
         timestamps.update({f"{m.name}.{n}": int(counts[n]) for n in TIMESTAMP_COLUMNS[m.name]})
@@ -79,7 +76,7 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
         if present:
             row = (
                 conn.execute(
-                    sa.select(*(_total(_misread(subagents.c[n])).label(n) for n in present))
+                    sa.select(*(count_when(_misread(subagents.c[n])).label(n) for n in present))
                 )
                 .mappings()
                 .one()
