@@ -10,9 +10,9 @@ Each case names its AC ids and severity as properties; the finding is the failur
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
 from typing import Protocol
 
+from kandev_dq.run.results import failing_severities
 from kandev_dq.text import xml_text
 
 
@@ -33,11 +33,6 @@ class Report(Protocol):
     results: list
 
 
-def failing_severities(fail_on: str) -> tuple[str, ...]:
-    """The severities whose failure fails the run (the command's exit code follows these)."""
-    return ("error", "warning") if fail_on == "warning" else ("error",)
-
-
 def junit_xml(report: Report, fail_on: str = "error") -> str:
     """The report as a JUnit XML document (UTF-8 text with its declaration)."""
     failing = failing_severities(fail_on)
@@ -47,7 +42,11 @@ def junit_xml(report: Report, fail_on: str = "error") -> str:
     root = ET.Element("testsuites", name=f"kandev-dq {report.checkpoint}")
     for name, rules in suites.items():
         root.append(_suite(report, name, rules, failing))
-    _count(root, root.findall("testsuite"))
+    _set_counts(
+        root,
+        tests=sum(int(suite.get("tests", 0)) for suite in root),
+        failures=sum(int(suite.get("failures", 0)) for suite in root),
+    )
     root.set("time", f"{report.duration_s:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
@@ -58,9 +57,9 @@ def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...
     properties = ET.SubElement(suite, "properties")
     for key, value in (("checkpoint", report.checkpoint), ("store", report.store)):
         ET.SubElement(properties, "property", name=key, value=xml_text(value))
-    for rule in rules:
-        suite.append(_case(name, rule, failing))
-    _count(suite, suite.findall("testcase"))
+    cases = [_case(name, rule, failing) for rule in rules]
+    suite.extend(cases)
+    _set_counts(suite, tests=len(cases), failures=sum(c.find("failure") is not None for c in cases))
     suite.set("time", "0")  # GX times the checkpoint, not each suite: the total is on the root
     return suite
 
@@ -82,15 +81,6 @@ def _case(suite: str, rule: Rule, failing: tuple[str, ...]) -> ET.Element:
     return case
 
 
-def _count(element: ET.Element, children: Iterable[ET.Element]) -> None:
-    children = list(children)
-    if element.tag == "testsuites":
-        tests = sum(int(c.get("tests", 0)) for c in children)
-        failures = sum(int(c.get("failures", 0)) for c in children)
-    else:
-        tests = len(children)
-        failures = sum(c.find("failure") is not None for c in children)
-    element.set("tests", str(tests))
-    element.set("failures", str(failures))
-    element.set("errors", "0")
-    element.set("skipped", "0")
+def _set_counts(element: ET.Element, *, tests: int, failures: int) -> None:
+    for key, value in (("tests", tests), ("failures", failures), ("errors", 0), ("skipped", 0)):
+        element.set(key, str(value))

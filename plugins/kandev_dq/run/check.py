@@ -23,7 +23,7 @@ from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import KeyLedger, store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
 from kandev_dq.run.register import record_run, run_key
-from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.run.results import RuleResult, failing_severities, rule_result
 from kandev_dq.run.versions import kandev_dq_version, server_version
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
@@ -54,9 +54,7 @@ class CheckReport:
         return [r for r in self.results if not r.success and r.severity == severity]
 
     def exit_code(self, fail_on: str = "error") -> ExitCode:
-        failing = self.failures("error") + (
-            self.failures("warning") if fail_on == "warning" else []
-        )
+        failing = [r for s in failing_severities(fail_on) for r in self.failures(s)]
         return ExitCode.FAILED if failing else ExitCode.OK
 
     @property

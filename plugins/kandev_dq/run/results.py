@@ -27,6 +27,12 @@ class RuleResult:
     suite: str = ""  #: the GX suite that ran the rule ("" where the caller did not say)
 
 
+def failing_severities(fail_on: str) -> tuple[str, ...]:
+    """The severities whose failed rules fail a run: errors, and warnings too with
+    ``--fail-on warning``. The exit code and the JUnit failures both follow this."""
+    return ("error", "warning") if fail_on == "warning" else ("error",)
+
+
 def rule_result(result, suite: str = "") -> RuleResult:
     """One result, as a GX object or as stored JSON; ``suite`` names the suite that ran it."""
     config = result.get("expectation_config") or {}
