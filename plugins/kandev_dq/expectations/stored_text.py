@@ -49,6 +49,39 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
         )
 
 
+class ExpectMessageMetadataMemberNamesToBeUnique(KandevExpectation):
+    """No message's metadata repeats a member name the reading takes (AC-23b, AC-19).
+
+    JSON leaves a repeated member name open (RFC 8259): ``{"tool_call_id": "a",
+    "tool_call_id": "b"}`` may mean either. Both dialects read the last one
+    (``docs/interpretations.md``), so every rule classifies the message the same way on SQLite
+    and PostgreSQL (AC-19); but a writer that repeats a name may have meant the first, so such
+    messages are named. Checked along every member path the subagent reading takes (the
+    AC-21 predicate, the kind, the row's fields), names compared decoded. A **warning**: the
+    verdicts hold under the decided reading.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
+    facts: ClassVar[str] = STORED_TEXT
+    rules: ClassVar[tuple[str, ...]] = ("AC-23b", "AC-19")
+    rule_text: ClassVar[str] = "No message's metadata repeats a member name the rules read"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        part = facts["repeated_names"]
+        count = part["count"]
+        if not count:
+            return Finding(True, 0, "no message's metadata repeats a member name the rules read", 0)
+        return Finding(
+            False,
+            count,
+            f"{count} message(s) repeat a member name the rules read in their metadata: read "
+            "with the last one winning on both dialects (AC-19), which a writer may not have "
+            "meant; rewrite them with each name once",
+            count,
+            part["sample"],
+        )
+
+
 class ExpectTimestampsInRecognisedUtcForm(KandevExpectation):
     """Every stored timestamp the rules compare is in a UTC text form of CONTRACT §1 (AC-24e).
 
