@@ -55,7 +55,7 @@ def _repeats(engine, document: str, *paths: tuple[str, ...]) -> bool:
     with engine.begin() as conn:
         conn.execute(docs.delete())
         conn.execute(docs.insert().values(id="m1", doc=document))
-        doc = metadata_doc(docs.c.doc, keep_repeated_names=True)
+        doc = metadata_doc(docs.c.doc, as_text=True)
         return bool(conn.execute(sa.select(repeated_member(doc, *paths))).scalar_one())
 
 

@@ -164,10 +164,10 @@ def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
 def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str, Any]:
     """Messages whose metadata repeats a member name along :data:`READ_PATHS` (AC-23b, AC-19).
 
-    Read with every member kept (``json`` on PostgreSQL), the unreadable ``ids`` as ``{}``.
+    Read as text with every member kept, the unreadable ``ids`` as ``{}``.
     """
     m = task_session_messages
-    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), keep_repeated_names=True)
+    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
     docs = (
         sa.select(m.c.id, m.c.task_session_id, m.c.created_at, doc.label("doc"))
         .offset(0)

@@ -14,7 +14,10 @@ Every query in kandev-dq reaches timestamps and message metadata only through th
 * :func:`at_or_after` / :func:`before` — a column against a parsed key bound as a parameter
   (equality lands after, AC-24 point 3), index-friendly on both dialects.
 * :func:`metadata_doc`, :func:`json_text`, :func:`json_number`, :func:`json_flag` — JSON read
-  out of the TEXT ``metadata`` column with NULL / ``''`` / ``'null'`` read as ``{}`` (AC-23b).
+  out of the TEXT ``metadata`` column with NULL / ``''`` / ``'null'`` read as ``{}`` (AC-23b),
+  member names decoded and the last of repeated names winning, nesting past
+  :data:`JSON_MAX_DEPTH` unreadable, alike on both dialects (AC-19).
+* :class:`repeated_member`, :class:`metadata_too_deep` — the messages those readings name.
 * :class:`recognised_utc_text` — whether a stored timestamp is one of the UTC text forms the
   SQLite exact-instant construct reads correctly (always true for PostgreSQL's typed column).
 """
@@ -248,14 +251,14 @@ class metadata_doc(FunctionElement):  # noqa: N801
     parser limit; PostgreSQL probes only documents with more brackets than the limit).
 
     PostgreSQL casts once per row (``::jsonb``); read it through a subquery column so the cast
-    is not repeated per extracted field. ``keep_repeated_names`` casts to ``json`` instead, which
-    keeps every member as written (:class:`repeated_member`).
+    is not repeated per extracted field. ``as_text`` leaves the text uncast, every member as
+    written, for :class:`repeated_member` (``jsonb`` keeps only the last of repeated names).
     """
 
     inherit_cache = True
     type = sa.Text()
     _traverse_internals = FunctionElement._traverse_internals + [
-        ("keep_repeated_names", InternalTraversal.dp_plain_obj)
+        ("as_text", InternalTraversal.dp_plain_obj)
     ]
 
     def __init__(
@@ -264,9 +267,9 @@ class metadata_doc(FunctionElement):  # noqa: N801
         *,
         id_column=None,
         excluded: Sequence[str] = (),
-        keep_repeated_names: bool = False,
+        as_text: bool = False,
     ):
-        self.keep_repeated_names = keep_repeated_names
+        self.as_text = as_text
         excluded = tuple(excluded)
         if excluded and id_column is None:
             raise ValueError("excluded ids need the id column they refer to")
@@ -374,9 +377,8 @@ def _doc_sqlite(element, compiler, **kw):
 
 @compiles(metadata_doc, "postgresql")
 def _doc_postgresql(element, compiler, **kw):
-    # ``json`` keeps every member as written, for the rule on repeated names (AC-23b).
-    cast = "json" if element.keep_repeated_names else "jsonb"
-    return f"{_doc_text(element, compiler, **kw)}::{cast}"
+    text = _doc_text(element, compiler, **kw)
+    return text if element.as_text else f"{text}::jsonb"
 
 
 class metadata_too_deep(metadata_doc):  # noqa: N801
@@ -499,13 +501,14 @@ def _sqlite_member(obj: str, name: str, read: str, depth: int) -> str:
 
 
 def _sqlite_read(element, compiler, fast: str, exact_read: str, **kw) -> str:
+    """``fast`` (a path lookup over ``{doc}`` and ``{p}``) for the common document, else the
+    same reading as ``exact_read`` over the last member reached with decoded names."""
     doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _sqlite_path(element.path)
     path = element.path
     exact = _sqlite_member(_sqlite_object(doc, path[:-1]), path[-1], exact_read, len(path))
     return (
-        f"(CASE WHEN {_needs_exact(doc, element.path, 'sqlite')} THEN {exact} "
-        f"ELSE {fast.format(doc=doc, p=p)} END)"
+        f"(CASE WHEN {_needs_exact(doc, path, 'sqlite')} THEN {exact} "
+        f"ELSE {fast.format(doc=doc, p=_sqlite_path(path))} END)"
     )
 
 
@@ -577,9 +580,8 @@ class repeated_member(FunctionElement):  # noqa: N801
 
     JSON leaves repeated names open (RFC 8259); kandev-dq reads the last one on both dialects
     (``docs/interpretations.md``) and names such messages (AC-23b, AC-19). Names are compared
-    decoded. ``doc`` is a :class:`metadata_doc` built with ``keep_repeated_names`` (PostgreSQL's
-    ``jsonb`` keeps only the last). One text test over every name of ``paths`` decides which
-    documents are walked.
+    decoded. ``doc`` is a :class:`metadata_doc` built ``as_text``. One text test over every name
+    of ``paths`` decides which documents are parsed and walked.
     """
 
     inherit_cache = True
@@ -624,9 +626,11 @@ def _repeated_sqlite(element, compiler, **kw):
 
 @compiles(repeated_member, "postgresql")
 def _repeated_postgresql(element, compiler, **kw):
-    # ``json`` path operators take the last of repeated names, as ``jsonb`` does; json_each
-    # lists every member, names decoded. Only an object may be listed (json_each raises else).
-    doc = compiler.process(list(element.clauses)[0], **kw)
+    # ``json`` keeps every member; its path operators take the last of repeated names, as
+    # ``jsonb`` does, and json_each lists every member, names decoded. Only an object may be
+    # listed (json_each raises else). Parsed only when the text test lets the document through.
+    text = compiler.process(list(element.clauses)[0], **kw)
+    doc = f"({text})::json"
     counts = " OR ".join(
         f"(CASE WHEN json_typeof({_pg_object(doc, steps)}) = 'object' THEN "
         f"(SELECT count(*) FROM json_each({_pg_object(doc, steps)}) AS kandev_named "
@@ -634,7 +638,7 @@ def _repeated_postgresql(element, compiler, **kw):
         for steps, names in _named_members(element.paths).items()
         for name in names
     )
-    may_repeat = _needs_exact(f"{doc}::text", _every_name(element.paths), "postgresql")
+    may_repeat = _needs_exact(text, _every_name(element.paths), "postgresql")
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
 
 
