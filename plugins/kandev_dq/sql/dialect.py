@@ -492,11 +492,16 @@ def _sqlite_object(doc: str, steps: tuple[str, ...]) -> str:
 
 
 def _sqlite_member(obj: str, name: str, read: str, depth: int) -> str:
-    """``read`` (over ``json_each``'s ``type`` and ``value``) of ``obj``'s last member ``name``."""
+    """``read`` (over ``json_each``'s ``type`` and ``value``) of ``obj``'s last member ``name``.
+
+    The last member is the one with the greatest ``id``: SQLite takes a bare column from the
+    row holding ``max()``. NULL when there is none (the aggregate still yields one row).
+    """
     alias = f"kandev_member{depth}"
     return (
-        f"(SELECT {read} FROM json_each({obj}) AS {alias} "
-        f"WHERE {alias}.key = {_quoted(name)} ORDER BY {alias}.id DESC LIMIT 1)"
+        f"(SELECT {read} FROM (SELECT {alias}.type AS type, {alias}.value AS value, "
+        f"max({alias}.id) FROM json_each({obj}) AS {alias} "
+        f"WHERE {alias}.key = {_quoted(name)}))"
     )
 
 
