@@ -11,6 +11,7 @@ from great_expectations.expectations.metadata_types import FailureSeverity
 
 from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
 from kandev_dq.facts.stored_text import stored_text_facts
+from kandev_dq.sql.dialect import JSON_MAX_DEPTH
 
 STORED_TEXT = register_facts("kandev.stored_text_facts", stored_text_facts)
 
@@ -18,7 +19,8 @@ STORED_TEXT = register_facts("kandev.stored_text_facts", stored_text_facts)
 class ExpectMessageMetadataToBeJson(KandevExpectation):
     """Every message's metadata is JSON, NULL, ``''`` or ``'null'`` (AC-23b).
 
-    Text that is none of these (``{bad``, ``{"a":}``, a truncated document) is read as ``{}``
+    Text that is none of these (``{bad``, ``{"a":}``, a truncated document), or JSON nested
+    deeper than :data:`kandev_dq.sql.dialect.JSON_MAX_DEPTH` levels, is read as ``{}``
     on both dialects, as AC-23b reads NULL: one bad row aborts nothing, and it counts as a
     message of no kind, so the backfill skips it and the shortfall never sees it. That is the
     reason for a finding: a subagent message among them is invisible to both, so the store
@@ -41,7 +43,8 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
         return Finding(
             False,
             count,
-            f"{count} message(s) hold metadata that is not JSON: read as {{}} on both dialects "
+            f"{count} message(s) hold metadata that is not JSON (or nests deeper than "
+            f"{JSON_MAX_DEPTH} levels): read as {{}} on both dialects "
             "(AC-23b), so the backfill skips them and writer health cannot see them; a "
             "subagent among them goes unrecorded and unchecked. Rewrite them as JSON",
             count,

@@ -339,12 +339,14 @@ JSON_MAX_DEPTH = 2000
 
 
 def _pg_too_deep(col: str) -> str:
-    # Counting '{' and '[' bounds the depth from above (brackets inside strings count too), so
-    # only a document with more of them than the limit is parsed once more and walked.
+    # Each level takes two characters, and counting '{' and '[' bounds the depth from above
+    # (brackets inside strings count too): only a document past both tests, the first read from
+    # the value's header, is counted, then parsed once more and walked.
     return (
-        f"(length({col}) - length(translate({col}, '{{[', '')) > {JSON_MAX_DEPTH} "
-        f"AND jsonb_path_exists({col}::jsonb, 'strict $.**{{{JSON_MAX_DEPTH} to last}} "
-        f'? (@.type() == "object" || @.type() == "array")\'))'
+        f"(CASE WHEN octet_length({col}) > {2 * JSON_MAX_DEPTH} "
+        f"AND length({col}) - length(translate({col}, '{{[', '')) > {JSON_MAX_DEPTH} "
+        f"THEN jsonb_path_exists({col}::jsonb, 'strict $.**{{{JSON_MAX_DEPTH} to last}} "
+        f'? (@.type() == "object" || @.type() == "array")\') ELSE FALSE END)'
     )
 
 
