@@ -80,15 +80,22 @@ class ExpectMessageMetadataMemberNamesToBeUnique(KandevExpectation):
         part = facts["repeated_names"]
         count = part["count"]
         if not count:
-            return Finding(True, 0, "no message's metadata repeats a member name the rules read", 0)
+            return Finding(
+                success=True,
+                observed_value=0,
+                message="no message's metadata repeats a member name the rules read",
+                unexpected_count=0,
+            )
         return Finding(
-            False,
-            count,
-            f"{count} message(s) repeat a member name the rules read in their metadata: read "
-            "with the last one winning on both dialects (AC-19), which a writer may not have "
-            "meant; rewrite them with each name once",
-            count,
-            part["sample"],
+            success=False,
+            observed_value=count,
+            message=(
+                f"{count} message(s) repeat a member name the rules read in their metadata: "
+                "read with the last one winning on both dialects (AC-19), which a writer may "
+                "not have meant; rewrite them with each name once"
+            ),
+            unexpected_count=count,
+            sample=part["sample"],
         )
 
 
