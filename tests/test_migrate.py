@@ -39,7 +39,7 @@ from kandev_dq.migration import runner as migrate
 from kandev_dq.migration import schema_steps, transactions
 from kandev_dq.migration.runner import Status
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import open_store, with_pg_option
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
 from tests.subagent_rows import (
     add_message,
@@ -742,9 +742,8 @@ def test_backfill_through_is_utc_in_any_session_time_zone(target):
     seed(target, history)
     url = target.url
     if target.dialect == "postgresql":
-        parsed = make_url(url)
-        options = f"{parsed.query.get('options', '')} -cTimeZone=Asia/Kolkata".strip()
-        url = parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+        zoned = with_pg_option(make_url(url), "-cTimeZone=Asia/Kolkata")
+        url = zoned.render_as_string(hide_password=False)
     store = open_store(url, read_only=False)
     try:
         report = migrate.run(store)
