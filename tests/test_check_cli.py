@@ -16,7 +16,8 @@ from tests.gxhelpers import check
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 CHECK_JSON_KEYS = {
-    *("store", "dialect", "checkpoint", "success", "state", "keys", "results"),
+    *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
+    "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
 }
 

@@ -5,6 +5,10 @@
   excluding the ids located after ``::jsonb`` rejected them
   (:func:`kandev_dq.sql.messages.tolerating_unreadable_metadata`). The rows are the same on both
   dialects: text that is neither NULL, blank nor JSON.
+  Metadata nested deeper than :data:`kandev_dq.sql.dialect.JSON_MAX_DEPTH` is unreadable too:
+  SQLite's ``json_valid`` is 0 for it, PostgreSQL counts it with ``metadata_too_deep``.
+* **Member names repeated** in an object the message reading walks (AC-23b, AC-19): read
+  last-wins on both dialects, and named (:func:`repeated_names`).
 * **Timestamps in no recognised UTC text form** (AC-24e, SQLite only). The exact-instant
   construct reads the forms of CONTRACT §1; any other text would be compared as if it were
   one (``30/07/2026`` sorts after every 2026 date, ``…+02:00`` reads two hours late). Counted
@@ -23,7 +27,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
-from kandev_dq.sql.dialect import recognised_utc_text
+from kandev_dq.sql.dialect import (
+    metadata_doc,
+    metadata_too_deep,
+    recognised_utc_text,
+    repeated_member,
+)
+from kandev_dq.sql.mapping import READ_PATHS
 from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
@@ -64,8 +74,11 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
         if found.ids is None:  # no earlier family of this snapshot has looked
             found.ids = locate_unreadable_metadata(conn)
         ids = found.ids
-        unreadable_count = len(ids)
+        unreadable_count = (
+            len(ids) + conn.execute(sa.select(sa.func.count()).where(_too_deep(ids))).scalar_one()
+        )
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
+    facts["repeated_names"] = repeated_names(conn, ids)
 
     if not sqlite:
         facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
@@ -112,8 +125,47 @@ def _unreadable_sample(
     if ids is None:
         stmt = stmt.where(unreadable_sqlite(m.c.metadata))
     else:
-        stmt = stmt.where(m.c.id.in_(ids[:_SAMPLE]))
+        stmt = stmt.where(sa.or_(m.c.id.in_(ids[:_SAMPLE]), _too_deep(ids)))
     rows = conn.execute(stmt.order_by(m.c.id).limit(_SAMPLE)).mappings()
+    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
+
+
+def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
+    m = task_session_messages
+    return metadata_too_deep(m.c.metadata, id_column=m.c.id, excluded=ids)
+
+
+def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str, Any]:
+    """Messages whose metadata repeats a member name along a path the reading takes
+    (:data:`~kandev_dq.sql.mapping.READ_PATHS`; AC-23b, AC-19).
+
+    Read as text with every member kept, the unreadable ``ids`` as ``{}``.
+    """
+    m = task_session_messages
+    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
+    docs = (
+        sa.select(m.c.id, m.c.task_session_id, m.c.created_at, doc.label("doc"))
+        .offset(0)
+        .subquery("docs")
+    )
+    repeated = sa.select(docs.c.id).where(repeated_member(docs.c.doc, *READ_PATHS))
+    count = conn.execute(
+        sa.select(sa.func.count()).select_from(repeated.subquery("repeated"))
+    ).scalar_one()
+    if not count:
+        return {"count": 0, "sample": []}
+    stmt = (
+        sa.select(
+            docs.c.id,
+            docs.c.task_session_id,
+            sa.cast(docs.c.created_at, sa.Text).label("created_at"),
+            sa.func.substr(sa.cast(docs.c.doc, sa.Text), 1, _SHOWN_CHARS).label("metadata"),
+        )
+        .where(repeated_member(docs.c.doc, *READ_PATHS))
+        .order_by(docs.c.id)
+        .limit(_SAMPLE)
+    )
+    rows = conn.execute(stmt).mappings()
     return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
 
 

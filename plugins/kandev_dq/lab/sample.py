@@ -375,6 +375,32 @@ def _subagent_metadata(
     return meta, settle
 
 
+def _launch_message(
+    rng: random.Random,
+    where: tuple[str, str, str],
+    text: _Text,
+    meta: dict,
+    settle: int,
+    *,
+    created_us: int = 0,
+) -> _Message:
+    """The agent's tool-call message launching a subagent, in ``(session, task, turn)``."""
+    session_id, task_id, turn_id = where
+    return _Message(
+        id=_uuid(rng),
+        session_id=session_id,
+        task_id=task_id,
+        turn_id=turn_id,
+        author_type="agent",
+        content=_subagent_content(rng, text, meta),
+        type="tool_call",
+        metadata=json.dumps(meta),
+        settle_after_us=settle,
+        created_us=created_us,
+        subagent=meta,
+    )
+
+
 def _subagent_content(rng: random.Random, text: _Text, meta: dict) -> str:
     task = meta["normalized"]["subagent_task"]
     head = f"Task({task.get('subagent_type') or 'agent'}): {task.get('description') or ''}\n\n"
@@ -726,18 +752,7 @@ def _launch(
         zero_metrics=rng.random() < 0.5,
     )
     summary.by_agent_status[plan.statuses[i]] += 1
-    return _Message(
-        id=_uuid(rng),
-        session_id=session_id,
-        task_id=task_id,
-        turn_id=turn_id,
-        author_type="agent",
-        content=_subagent_content(rng, text, meta),
-        type="tool_call",
-        metadata=json.dumps(meta),
-        settle_after_us=settle,
-        subagent=meta,
-    )
+    return _launch_message(rng, (session_id, task_id, turn_id), text, meta, settle)
 
 
 def _interleave(
@@ -971,18 +986,8 @@ def _live(
                 empty_strings=rng.random() < 0.1,
             )
             launched.append(tool_call_id)
-            message = _Message(
-                id=_uuid(rng),
-                session_id=session_id,
-                task_id=task_id,
-                turn_id=turn_id,
-                author_type="agent",
-                content=_subagent_content(rng, text, meta),
-                type="tool_call",
-                metadata=json.dumps(meta),
-                settle_after_us=settle,
-                created_us=now,
-                subagent=meta,
+            message = _launch_message(
+                rng, (session_id, task_id, turn_id), text, meta, settle, created_us=now
             )
             messages.append(message)
             if healthy:

@@ -14,7 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.facts.activation import describe_key, state_of
+from kandev_dq.contract.states import state_of
+from kandev_dq.facts.activation import describe_key
 from kandev_dq.run.jsonfile import write_json_atomically
 from kandev_dq.store.access import redact
 
@@ -29,14 +30,23 @@ def run_key(run_id) -> str:
     return run_id.to_tuple()[1]
 
 
-def record_run(root: Path, key: str, store: str, dialect: str, keys: dict[str, str | None]) -> None:
+def record_run(
+    root: Path,
+    key: str,
+    store: str,
+    dialect: str,
+    keys: dict[str, str | None],
+    amended: bool | None = None,
+) -> None:
     """Record a run: its store (as outputs name it, redacted once more for safety), dialect,
-    AC-24c state and activation keys. The newest :data:`REGISTER_LIMIT` runs are kept."""
+    AC-24c state, whether AC-33 clauses 1-3 held, and the activation keys. The newest
+    :data:`REGISTER_LIMIT` runs are kept."""
     register = load_register(root)
     register[key] = {
         "store": redact(store),
         "dialect": dialect,
         "state": state_of(keys),
+        "amended": amended,
         "keys": {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()},
     }
     if len(register) > REGISTER_LIMIT:

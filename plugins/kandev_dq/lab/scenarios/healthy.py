@@ -16,6 +16,7 @@ from kandev_dq.lab.scenarios.baseline import (
     S3,
     SL,
     T1,
+    TC_COMPLETED,
     TC_LIVE_COMPLETED,
     TC_LIVE_RUNNING,
     TL,
@@ -192,17 +193,51 @@ def _two_messages(engine: sa.Engine) -> None:
 )
 def _collision(engine: sa.Engine) -> None:
     baseline(engine)
+    _reused_by_a_later_execution(
+        engine, "m-live-reused", "turn-live-2", (SL, TL), TC_LIVE_COMPLETED,
+        description="Summarise the failing tests again", agent_id="c0ffee03",
+    )  # fmt: skip
+
+
+@registered(
+    "backfilled_tool_call_id_reused_after_activation",
+    "After capture_since a later execution reuses a backfilled tool_call_id: a new message and "
+    "a live row with its real execution id beside the backfill row (AC-22, AC-32)",
+)
+def _reused_backfilled(engine: sa.Engine) -> None:
+    baseline(engine)
+    _reused_by_a_later_execution(
+        engine, "m-live-reuses-backfilled", "turn-reuse-backfilled", (S1, T1), TC_COMPLETED,
+        description="Run the migration checks again", agent_id="c0ffee0a",
+    )  # fmt: skip
+
+
+def _reused_by_a_later_execution(
+    engine: sa.Engine,
+    message_name: str,
+    turn_name: str,
+    where: tuple[str, str],
+    tool_call_id: str,
+    *,
+    description: str,
+    agent_id: str,
+) -> None:
+    """A later execution's turn reusing ``tool_call_id``: its message, and the live row with
+    its real execution id (AC-32: correct, never a duplicate)."""
+    session, task = where
     at = next_free(engine)
-    turn = uid("turn-live-2")
+    turn = uid(turn_name)
+    # fmt: off
     message = subagent_message(
-        uid("m-live-reused"), SL, TL, turn, at, TC_LIVE_COMPLETED,
+        uid(message_name), session, task, turn, at, tool_call_id,
         tool_status="completed", updated=at + 20 * SECOND, subagent_type="general-purpose",
-        description="Summarise the failing tests again", status="completed",
-        agent_id="c0ffee03", model="claude-opus-4-1-20250805",
-        total_tokens=9001, tool_use_count=2, duration_ms=19000,
+        description=description, status="completed", agent_id=agent_id,
+        model="claude-opus-4-1-20250805", total_tokens=9001, tool_use_count=2, duration_ms=19000,
     )
+    # fmt: on
     with writing(engine) as conn:
-        insert_rows(conn, schema.task_session_turns, [turn_row(turn, SL, TL, at - MILLISECOND)])
+        started = at - MILLISECOND
+        insert_rows(conn, schema.task_session_turns, [turn_row(turn, session, task, started)])
         insert_rows(conn, schema.task_session_messages, [message])
         row = healthy_row(message, EXECUTION_2, at + 250 * MICROSECOND)
         insert_rows(conn, schema.subagents, [row])

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.errors import KandevDqError
+from kandev_dq.store.access import with_pg_option
 
 SEVERITIES = ("error", "warning", "info")
 NON_UTC_ZONE = "America/New_York"
@@ -87,8 +88,7 @@ def with_pg_options(url: str, option: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
         return url
-    options = " ".join(o for o in (parsed.query.get("options", ""), option) if o)
-    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+    return with_pg_option(parsed, option).render_as_string(hide_password=False)
 
 
 def non_utc_session(url: str) -> str:
