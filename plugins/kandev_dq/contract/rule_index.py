@@ -169,6 +169,12 @@ RULE_INDEX: tuple[IndexedRule, ...] = (
         ("AC-27", "AC-32"),
     ),
     _r("expect_message_metadata_to_be_json", "writer_health", "warning", ("AC-23b",)),
+    _r(
+        "expect_message_metadata_member_names_to_be_unique",
+        "writer_health",
+        "warning",
+        ("AC-23b", "AC-19"),
+    ),
 )
 
 
