@@ -358,8 +358,8 @@ def test_failing_run_docs_are_complete_and_styled_offline(target, project, tmp_p
     assert_styled(page)
     text = words(page)
     assert page["badge_background"] == BOOTSTRAP_WARNING
-    assert "Activation state (AC-24c) capture_only capture works" in text
-    assert "no execution id may be trusted" in text
+    assert "Activation state (AC-24c) capture_only Capture works" in text
+    assert "no agent_execution_id on this store may be read as an execution identity" in text
     assert row_of(page, "capture_since (")[1:] == [
         CAPTURE,
         CAPTURE,
