@@ -8,7 +8,6 @@ store, not a Kandev store, broken project). Errors are one line on stderr, never
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import os
@@ -172,12 +171,6 @@ def _used(project: Path) -> None:
     err.print(f"kandev-dq: project {printable(project.resolve())}", markup=False)
 
 
-def _trusting(allow_project_code: bool) -> contextlib.AbstractContextManager:
-    from kandev_dq.run.project import project_code_allowed
-
-    return project_code_allowed() if allow_project_code else contextlib.nullcontext()
-
-
 @app.command()
 def sample(
     out_target: Annotated[
@@ -261,8 +254,9 @@ def check(
     folder = _checked_inputs(project, store, checkpoint)
     from kandev_dq.run.check import run_check, verdict_line
 
-    with _trusting(allow_project_code):
-        report = run_check(folder, store, checkpoint, _progress(quiet))
+    report = run_check(
+        folder, store, checkpoint, _progress(quiet), allow_project_code=allow_project_code
+    )
     if not quiet:
         _used(folder)
     if output is CheckFormat.json:
@@ -312,8 +306,9 @@ def audit(
     from kandev_dq.report.audit import run_audit
     from kandev_dq.run.check import verdict_line
 
-    with _trusting(allow_project_code):
-        done = run_audit(folder, store, out_dir, _progress(quiet))
+    done = run_audit(
+        folder, store, out_dir, _progress(quiet), allow_project_code=allow_project_code
+    )
     if not quiet:
         _used(folder)
     say(verdict_line(done.report))
@@ -335,8 +330,7 @@ def history(
     from kandev_dq.report.history import history as past_runs
     from kandev_dq.report.history import render
 
-    with _trusting(allow_project_code):
-        past = past_runs(folder, store, limit)
+    past = past_runs(folder, store, limit, allow_project_code=allow_project_code)
     _used(folder)
     if output is Format.json:
         print(json.dumps(past.to_json(), default=str))
@@ -357,8 +351,7 @@ def docs(
     folder = _project(project)
     from kandev_dq.report.site import build_docs
 
-    with _trusting(allow_project_code):
-        built = build_docs(folder)
+    built = build_docs(folder, allow_project_code=allow_project_code)
     _used(folder)
     if built.index is None:
         raise KandevDqError("the project has no local data docs site: nothing to open")

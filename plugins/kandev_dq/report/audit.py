@@ -56,7 +56,12 @@ def check_folder(out: Path) -> None:
 
 
 def run_audit(
-    project: Path, target: str | None, out: Path, progress: Progress | None = None
+    project: Path,
+    target: str | None,
+    out: Path,
+    progress: Progress | None = None,
+    *,
+    allow_project_code: bool = False,
 ) -> AuditResult:
     """Run ``pre_release`` on ``target`` and write the audit folder ``out``."""
     project, out = Path(project), Path(out)
@@ -65,7 +70,7 @@ def run_audit(
         raise KandevDqError(f"{out} is inside the project's data docs: choose another --out")
     check_folder(out)
     ran_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    report = run_check(project, target, CHECKPOINT, progress)
+    report = run_check(project, target, CHECKPOINT, progress, allow_project_code=allow_project_code)
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("written by kandev-dq audit\n", encoding="utf-8")
     for name in WRITTEN:

@@ -57,14 +57,16 @@ class History:
         return asdict(self)
 
 
-def history(project: Path, target: str | None, limit: int = 20) -> History:
+def history(
+    project: Path, target: str | None, limit: int = 20, *, allow_project_code: bool = False
+) -> History:
     """The last ``limit`` runs recorded for ``target`` in ``project``, newest first.
 
     The store is named from its URL alone, without connecting to it (history needs only
     results): its ledger identity finds its runs, and it is shown as every command shows it."""
     url = resolve_url(chosen_store(target))
     tag = store_tag(store_identity(url))
-    context = load_context(project)
+    context = load_context(project, allow_project_code=allow_project_code)
     results_store = context.validation_results_store
     groups: dict[tuple[str, Any], list] = defaultdict(list)
     for key in results_store.list_keys():

@@ -938,11 +938,11 @@ class DocsBuild:
     url: str | None
 
 
-def build_docs(project: Path) -> DocsBuild:
+def build_docs(project: Path, *, allow_project_code: bool = False) -> DocsBuild:
     """(Re)build every data docs site of ``project``; the first local site's index and overview."""
     from kandev_dq.run.project import load_context
 
-    context = load_context(Path(project))
+    context = load_context(Path(project), allow_project_code=allow_project_code)
     urls = context.build_data_docs()
     url = next(iter(urls.values()), None) if urls else None
     index = None

@@ -71,7 +71,12 @@ class CheckReport:
 
 
 def run_check(
-    project: Path, target: str | None, checkpoint: str, progress: runs.Progress | None = None
+    project: Path,
+    target: str | None,
+    checkpoint: str,
+    progress: runs.Progress | None = None,
+    *,
+    allow_project_code: bool = False,
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
@@ -81,7 +86,9 @@ def run_check(
     started = time.perf_counter()
     store = open_store(target, read_only=True)
     try:
-        context = load_context(project, store_url=store.display_url)
+        context = load_context(
+            project, store_url=store.display_url, allow_project_code=allow_project_code
+        )
         if checkpoint not in {c.name for c in context.checkpoints.all()}:
             known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
             raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")

@@ -12,14 +12,12 @@ connections themselves come from kandev-dq (:mod:`kandev_dq.run.gx_adapter`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
@@ -36,7 +34,6 @@ CHECKPOINT_DIR = "checkpoints"
 DEFINITION_DIR = "validation_definitions"
 #: Modules a project's config may name by default: kandev-dq's own and GX's own.
 TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_project_code_allowed: ContextVar[bool] = ContextVar("project_code_allowed", default=False)
 
 
 def _activation_suite() -> list:
@@ -172,16 +169,6 @@ def default_project() -> Path:
     )
 
 
-@contextlib.contextmanager
-def project_code_allowed() -> Iterator[None]:
-    """Within this block, projects may name their own Python (``--allow-project-code``)."""
-    token = _project_code_allowed.set(True)
-    try:
-        yield
-    finally:
-        _project_code_allowed.reset(token)
-
-
 def refuse_project_code(root: Path) -> None:
     """Refuse a project whose config would make GX import code that is not kandev-dq's or GX's.
 
@@ -191,8 +178,6 @@ def refuse_project_code(root: Path) -> None:
     ``plugins_directory`` on ``sys.path``. This reads those files before GX does and imports
     nothing.
     """
-    if _project_code_allowed.get():
-        return
     from ruamel.yaml import YAML, YAMLError
 
     yml = root / PROJECT_FILE
@@ -253,7 +238,7 @@ def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
             _refuse_foreign_modules(file, value, f"{where}[{index}]")
 
 
-def load_context(root: Path, store_url: str | None = None):
+def load_context(root: Path, store_url: str | None = None, *, allow_project_code: bool = False):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
 
     ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
@@ -261,14 +246,16 @@ def load_context(root: Path, store_url: str | None = None):
     variables.
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
-    project there), a project that names Python of its own unless that is allowed
-    (:func:`refuse_project_code`), and a suite that loads fewer expectations than its JSON
-    holds (GX drops unknown expectation types and the checkpoint would then pass on bad data).
+    project there), a project that names Python of its own unless the user opted in with
+    ``allow_project_code`` (:func:`refuse_project_code`), and a suite that loads fewer
+    expectations than its JSON holds (GX drops unknown expectation types and the checkpoint
+    would then pass on bad data).
     """
     root = Path(root)
     if not (root / PROJECT_FILE).is_file():
         raise KandevDqError(f"{root} is not a kandev-dq project: no {PROJECT_FILE} there")
-    refuse_project_code(root)
+    if not allow_project_code:
+        refuse_project_code(root)
     import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
 
     quiet_gx()
