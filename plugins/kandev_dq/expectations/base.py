@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,7 +32,7 @@ from kandev_dq.store.snapshot import facts_for
 
 
 def register_facts(
-    name: str, compute: Callable[..., dict[str, Any]], value_keys: tuple[str, ...] = ()
+    name: str, compute: Callable[..., Mapping[str, Any]], value_keys: tuple[str, ...] = ()
 ) -> str:
     """Register GX metric ``name`` computing one family of facts; return the metric name."""
 

@@ -24,6 +24,12 @@ from kandev_dq.contract.instants import (
 )
 from kandev_dq.contract.states import state_of
 from kandev_dq.contract.tables import UNKNOWN_EXECUTION, subagents
+from kandev_dq.facts.shapes import (
+    ActivationFacts,
+    DescribedKey,
+    DisclosureFacts,
+    SentinelBackfillFacts,
+)
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, subagent_messages
@@ -34,7 +40,7 @@ from kandev_dq.store.observe import observe_subagents
 _LEGACY_TOLERANCE = timedelta(seconds=1)
 
 
-def describe_key(name: str, raw: str | None) -> dict[str, Any]:
+def describe_key(name: str, raw: str | None) -> DescribedKey:
     """A key as a reviewer sees it: absent, sentinel, a parsed instant, or malformed (why)."""
     if raw is None:
         return {"kind": "absent"}
@@ -73,7 +79,7 @@ def _just_after(key: Instant) -> Instant:
     return key.shifted(1)
 
 
-def activation_facts(conn: sa.Connection) -> dict[str, Any]:
+def activation_facts(conn: sa.Connection) -> ActivationFacts:
     keys = read_keys(conn)
     shape = observe_subagents(conn)
     facts: dict[str, Any] = {
@@ -138,7 +144,7 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
     return facts
 
 
-def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]:
+def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> SentinelBackfillFacts:
     """Backfill rows on a store whose backfill_through is '' (AC-24f), split by the window.
 
     A message committed between the MAX and the INSERT under READ COMMITTED is inserted
@@ -180,7 +186,7 @@ def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[
     return facts
 
 
-def disclosure_facts(conn: sa.Connection) -> dict[str, Any]:
+def disclosure_facts(conn: sa.Connection) -> DisclosureFacts:
     """AC-25: rows by source, by side of each key, and by execution identity."""
     keys = read_keys(conn)
     shape = observe_subagents(conn)

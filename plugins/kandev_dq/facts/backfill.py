@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
+from kandev_dq.facts.shapes import BackfillFacts
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
@@ -76,14 +77,14 @@ def _capture(keys: dict[str, str | None]) -> Instant | None:
     return value if isinstance(value, Instant) else None
 
 
-def _empty(reason: str, **extra: Any) -> dict[str, Any]:
+def _empty(reason: str, *, table_exists: bool) -> BackfillFacts:
     return {
         "evaluable": False,
         "reason": reason,
         "backfill_rows": 0,
         "expected_rows": None,
         "families": {name: {"count": 0, "sample": []} for name in FAMILIES},
-        **extra,
+        "table_exists": table_exists,
     }
 
 
@@ -113,7 +114,7 @@ class _Losers:
     carried: sa.ColumnElement[bool]
 
 
-def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]:
+def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
     shape = observe_subagents(conn)
     if not shape.table_exists:
         return _empty(f"{schema.SUBAGENTS} does not exist", table_exists=False)

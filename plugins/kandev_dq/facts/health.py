@@ -33,6 +33,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.contract.tables import subagents
+from kandev_dq.facts.shapes import HealthFacts
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, subagent_messages
@@ -41,7 +42,7 @@ from kandev_dq.sql.scan import count_when, part
 from kandev_dq.store.observe import observe_subagents
 
 
-def health_facts(conn: sa.Connection) -> dict[str, Any]:
+def health_facts(conn: sa.Connection) -> HealthFacts:
     raw = read_keys(conn)[CAPTURE_SINCE]
     shape = observe_subagents(conn)
     facts: dict[str, Any] = {

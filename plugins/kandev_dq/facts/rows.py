@@ -30,6 +30,7 @@ from kandev_dq.contract.tables import (
     subagents,
     task_sessions,
 )
+from kandev_dq.facts.shapes import RowFacts
 from kandev_dq.sql.dialect import utc_instant, utc_instant_latest
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.scan import Counted, count_when, counted_scan
@@ -179,7 +180,7 @@ def _scanned(amended: bool, *, with_key_counts: bool) -> sa.Subquery:
     )
 
 
-def row_facts(conn: sa.Connection) -> dict[str, Any]:
+def row_facts(conn: sa.Connection) -> RowFacts:
     """Every row rule's count (one scan) and, for the failing ones, a capped sample."""
     shape = observe_subagents(conn)
     amended = shape.has_execution_column

@@ -14,10 +14,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
+from kandev_dq.facts.shapes import ForeignKey, Index, SchemaFacts
 from kandev_dq.store.observe import EXECUTION_COLUMN, ForeignKeyShape, IndexShape, observe_subagents
 
 
-def _fk(fk: ForeignKeyShape) -> dict[str, Any]:
+def _fk(fk: ForeignKeyShape) -> ForeignKey:
     return {
         "columns": list(fk.columns),
         "references": f"{fk.referred_table}({', '.join(fk.referred_columns)})",
@@ -25,11 +26,11 @@ def _fk(fk: ForeignKeyShape) -> dict[str, Any]:
     }
 
 
-def _index(index: IndexShape) -> dict[str, Any]:
+def _index(index: IndexShape) -> Index:
     return {"columns": list(index.columns), "unique": index.unique, "partial": index.partial}
 
 
-def schema_facts(conn: sa.Connection) -> dict[str, Any]:
+def schema_facts(conn: sa.Connection) -> SchemaFacts:
     """The observed shape, clause by clause (AC-17, AC-33 1–4, AC-33a, AC-16, no-FK columns)."""
     shape = observe_subagents(conn)
     leftover = sa.inspect(conn).has_table(schema.REBUILD_TABLE)

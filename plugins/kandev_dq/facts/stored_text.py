@@ -27,6 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
+from kandev_dq.facts.shapes import StoredTextFacts
 from kandev_dq.sql.dialect import (
     metadata_doc,
     metadata_too_deep,
@@ -57,7 +58,7 @@ def _misread(column) -> sa.ColumnElement:
     return sa.and_(column.is_not(None), sa.not_(recognised_utc_text(column)))
 
 
-def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
+def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     sqlite = conn.dialect.name == "sqlite"
     m = task_session_messages
     facts: dict[str, Any] = {"dialect": conn.dialect.name}
