@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.errors import StoreError
+from kandev_dq.store.sidefiles import SideFiles
 from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
@@ -86,6 +87,8 @@ class Store:
     url: URL
     engine: sa.Engine
     read_only: bool
+    #: A read-only SQLite open: the WAL side files it may create, put back on dispose.
+    side_files: SideFiles | None = None
 
     @property
     def dialect(self) -> str:
@@ -105,6 +108,8 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.side_files is not None:
+            self.side_files.restore()
 
 
 def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
@@ -135,9 +140,12 @@ def open_store(
     """Open and probe a store; raise :class:`StoreError` with a one-line reason."""
     target = target or os.environ.get("KANDEV_STORE_URL") or _default_store()
     url = resolve_url(target)
+    side_files = None
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             raise StoreError("an in-memory SQLite database is not a Kandev store")
+        if read_only:
+            side_files = SideFiles.before_open(Path(url.database))
         engine = _sqlite_engine(url.database, read_only, must_exist)
     else:
         # Keep options the URL already carries (e.g. a search_path) beside the read-only one.
@@ -158,16 +166,16 @@ def open_store(
             },
             pool_pre_ping=True,
         )
-    store = Store(url=url, engine=engine, read_only=read_only)
+    store = Store(url=url, engine=engine, read_only=read_only, side_files=side_files)
     try:
         with engine.connect() as conn:
             names = set(sa.inspect(conn).get_table_names())
     except sa.exc.DBAPIError as exc:
-        engine.dispose()
+        store.dispose()
         raise StoreError(_connection_reason(store, exc)) from None
     missing = [t for t in KANDEV_TABLES if t not in names]
     if require_kandev and missing:
-        engine.dispose()
+        store.dispose()
         raise StoreError(
             f"{store.display_url} is not a Kandev store: missing table(s) {', '.join(missing)}"
         )
