@@ -53,9 +53,13 @@ class KeyLedger:
         seen.update(added)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".key_ledger.")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(ledger, handle, indent=2, sort_keys=True)
-        os.replace(tmp, self.path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(ledger, handle, indent=2, sort_keys=True)
+            os.replace(tmp, self.path)
+        except BaseException:  # a full disk, an interrupt: no half-written copy left behind
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def changes(
