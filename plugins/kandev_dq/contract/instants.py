@@ -172,6 +172,9 @@ def _why_malformed(value: str) -> str:
 #: A key value longer than this (an RFC3339 key has at most 35 characters) is shown and
 #: recorded as its head, its length and a digest, never copied whole into reports.
 KEY_DISPLAY_LIMIT = 200
+#: What a longer value is shown as: its first characters, its length and a digest's head.
+SHOWN_HEAD_CHARS = 40
+SHOWN_DIGEST_CHARS = 16
 
 
 def shown_key(value: str | None) -> str | None:
@@ -181,8 +184,11 @@ def shown_key(value: str | None) -> str | None:
     multi-megabyte value into every report, result and ledger."""
     if value is None or len(value) <= KEY_DISPLAY_LIMIT:
         return value
-    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{value[:40]}...[{len(value)} characters, sha256 {digest}]"
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+    return (
+        f"{value[:SHOWN_HEAD_CHARS]}...[{len(value)} characters, "
+        f"sha256 {digest[:SHOWN_DIGEST_CHARS]}]"
+    )
 
 
 def read_key(name: str, value: str | None) -> Instant | EmptySentinel | None:

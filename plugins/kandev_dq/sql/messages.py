@@ -28,11 +28,14 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import parse_stored
 from kandev_dq.contract.tables import task_session_messages as messages
 from kandev_dq.sql.dialect import at_or_after, json_flag, json_number, json_text, metadata_doc
+from kandev_dq.sql.shown import prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
 T = TypeVar("T")
 
 SAMPLE_LIMIT = 20
+#: A sampled value longer than this is shown as its head, length and digest (cut in SQL).
+SAMPLE_VALUE_CHARS = 200
 SUBAGENT_KIND = "subagent_task"
 _TASK = ("normalized", "subagent_task")
 
@@ -313,6 +316,21 @@ def count_and_sample(
 def sample_of(
     conn: sa.Connection, stmt: sa.Select, limit: int = SAMPLE_LIMIT
 ) -> list[dict[str, Any]]:
-    """The first ``limit`` rows of ``stmt``, JSON-safe (for a count already read elsewhere)."""
-    rows = conn.execute(stmt.limit(limit)).mappings()
+    """The first ``limit`` rows of ``stmt``, JSON-safe (for a count already read elsewhere).
+
+    Every value but a number is read through :func:`~kandev_dq.sql.shown.shown`, cut inside
+    the SQL: a huge value is never fetched whole, and a timestamp Python cannot hold
+    (PostgreSQL's ``infinity``, CONTRACT §1 timestamps) reads as its text."""
+    prepare(conn)
+    cut = stmt.with_only_columns(
+        *(_cut(column) for column in stmt.selected_columns), maintain_column_froms=True
+    )
+    rows = conn.execute(cut.limit(limit)).mappings()
     return [{k: display(v) for k, v in row.items()} for row in rows]
+
+
+def _cut(column: sa.ColumnElement) -> sa.ColumnElement:
+    if isinstance(column.type, sa.Integer | sa.Numeric | sa.Boolean):
+        return column
+    inner = column.element if isinstance(column, sa.Label) else column
+    return shown(inner, SAMPLE_VALUE_CHARS).label(column.key)
