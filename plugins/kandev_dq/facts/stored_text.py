@@ -22,17 +22,21 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from kandev_dq.contract.instants import KEY_RANGE, Instant, now_instant
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
-from kandev_dq.sql.dialect import recognised_utc_text
+from kandev_dq.sql.dialect import at_or_after, before, instant_param, recognised_utc_text
 from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
     display,
     locate_unreadable_metadata,
+    sample_of,
     unreadable_sqlite,
 )
 from kandev_dq.store.observe import observe_subagents
 
+#: How far past this run's own clock an instant may lie (clock skew between writer and check).
+FUTURE_TOLERANCE_NS = 24 * 3600 * 10**9
 #: The timestamp columns the rules compare, per table.
 TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
     task_session_messages.name: ("created_at", "updated_at"),
@@ -70,10 +74,11 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
         unreadable_count = len(ids)
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
 
+    shape = observe_subagents(conn)
+    facts["out_of_range"] = _out_of_range(conn, shape)
     if not sqlite:
         facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
         return facts
-    shape = observe_subagents(conn)
     if shape.table_exists:
         present = [n for n in TIMESTAMP_COLUMNS[SUBAGENTS] if n in shape.columns]
         if present:
@@ -138,3 +143,54 @@ def _misread_sample(
     )
     # Raw, not display()ed: the point is to show the text exactly as stored.
     return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
+    """Instants no clock can have written (CONTRACT §1 timestamps): PostgreSQL's ``infinity``
+    and ``-infinity``, anything before the first comparable instant, anything after this run's
+    own clock plus a day (a row dated in year 9999). Read with the exact-instant constructs
+    (AC-24e); SQLite text in no recognised form is the other rule's, so it is left out here."""
+    horizon = instant_param("horizon", now_instant().shifted(FUTURE_TOLERANCE_NS))
+    earliest = instant_param("earliest", Instant.from_datetime(KEY_RANGE[0]))
+    tables = [task_session_messages]
+    if shape.table_exists:
+        tables.append(subagents)
+    by_column: dict[str, int] = {}
+    samples: list[sa.Select] = []
+    for table in tables:
+        names = [
+            n
+            for n in TIMESTAMP_COLUMNS[table.name]
+            if n in table.c and (table is task_session_messages or n in shape.columns)
+        ]
+        beyond = {n: _beyond(table.c[n], earliest, horizon) for n in names}
+        row = (
+            conn.execute(sa.select(*(_total(b).label(n) for n, b in beyond.items())))
+            .mappings()
+            .one()
+        )
+        for name, condition in beyond.items():
+            if row[name]:
+                by_column[f"{table.name}.{name}"] = int(row[name])
+                samples.append(
+                    sa.select(
+                        sa.literal(table.name).label("table"),
+                        sa.literal(name).label("column"),
+                        table.c.id,
+                        sa.cast(table.c[name], sa.Text).label("value"),
+                    )
+                    .where(condition)
+                    .order_by(table.c.id)
+                )
+    sample: list[dict[str, Any]] = []
+    for stmt in samples:
+        sample += sample_of(conn, stmt, _SAMPLE - len(sample)) if len(sample) < _SAMPLE else []
+    return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample}
+
+
+def _beyond(column, earliest: sa.BindParameter, horizon: sa.BindParameter) -> sa.ColumnElement:
+    return sa.and_(
+        column.is_not(None),
+        recognised_utc_text(column),
+        sa.or_(before(column, earliest), at_or_after(column, horizon)),
+    )
