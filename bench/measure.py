@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from bench import floors
 from bench.stores import Copy
 from kandev_dq.facts.activation import activation_facts, disclosure_facts, sentinel_backfill_facts
@@ -29,8 +27,6 @@ from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.schema_facts import schema_facts
 from kandev_dq.facts.stored_text import stored_text_facts
 from kandev_dq.migration import runner as migrate
-from kandev_dq.run.check import gx_url
-from kandev_dq.run.ledger import store_identity
 from kandev_dq.store.access import open_store
 from kandev_dq.store.snapshot import facts_for, pinned, read_snapshot
 
@@ -95,21 +91,18 @@ def families(project: Path, checkpoint: str) -> list[Family]:
 def kandev_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]]:
     """kandev-dq's facts as ``check`` reads them: one pinned snapshot, each family once."""
     opened = open_store(store.target, read_only=True)
-    url = gx_url(opened)
-    gx_engine = sa.create_engine(url)  # never connects: only its URL is compared to the pin's
     out: dict[str, Any] = {}
     try:
         start = time.perf_counter()
-        with pinned(opened.engine, url, store_identity(opened.url)):
+        with pinned(opened.engine):
             for fam in fams:
                 compute = COMPUTE[fam.metric]
                 params = dict(fam.params)
                 out[fam.metric] = facts_for(
-                    gx_engine, fam.key, lambda conn, c=compute, p=params: c(conn, **p)
+                    opened.engine, fam.key, lambda conn, c=compute, p=params: c(conn, **p)
                 )
         elapsed = time.perf_counter() - start
     finally:
-        gx_engine.dispose()
         opened.dispose()
     return elapsed, out
 

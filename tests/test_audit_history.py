@@ -194,7 +194,7 @@ def test_a_failing_run_notifies_the_webhook_without_credentials(pg_target, proje
     url_with_password = (
         make_url(pg_target.url).set(password=PASSWORD).render_as_string(hide_password=False)
     )
-    monkeypatch.delenv("KANDEV_STORE_URL", raising=False)  # run_check sets it; restored after
+    monkeypatch.delenv("KANDEV_STORE_URL", raising=False)  # the store is the one given
     monkeypatch.delenv(runs.NOTIFY_ON, raising=False)
     receiver = _Receiver()
     try:

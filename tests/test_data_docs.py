@@ -433,7 +433,7 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     shutil.rmtree(index.parent)
     built = CliRunner().invoke(app, ["docs", "--project", str(project)])
     assert built.exit_code == 0, built.output
-    assert built.output.strip() == str(index)
+    assert built.stdout.strip() == str(index)
     assert_self_contained(index.parent)
 
     seen = chromium.probe({"overview": overview, "index": index}, tmp_path)
@@ -468,7 +468,8 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     """Results from a run the register never saw (e.g. a checkpoint run through GX directly)
     still give the state and each key's kind; the store and raw values say "not recorded".
     Needs no browser: the site is also checked for remote assets here."""
-    from kandev_dq.report.site import REGISTER, build_docs
+    from kandev_dq.report.site import build_docs
+    from kandev_dq.run.register import REGISTER
 
     _failing_store(sqlite_target)
     check(project, sqlite_target)

@@ -164,8 +164,7 @@ def test_a_commit_during_a_pinned_run_is_invisible_to_it(loaded):
     builder.subagent_row(session, "toolu_before", "2026-08-01 00:00:00+00:00")
     store = open_store(target.url)
     try:
-        url = store.engine.url.render_as_string(hide_password=False)
-        with pinned(store.engine, url, "test") as run:
+        with pinned(store.engine) as run:
             first = facts_for(store.engine, "rows", row_facts)["rows"]
             if kind == "sqlite":
                 waiting = sa.create_engine(f"sqlite:///{target.url}", connect_args={"timeout": 0.2})

@@ -3,9 +3,7 @@ sentinel and microsecond boundary, plus the AC-25 disclosure a consumer needs.""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
@@ -17,6 +15,7 @@ from kandev_dq.contract.instants import (
     Instant,
     Precision,
     parse_key,
+    shown_key,
 )
 from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
 from kandev_dq.facts.activation import (
@@ -25,10 +24,10 @@ from kandev_dq.facts.activation import (
     disclosure_facts,
     sentinel_backfill_facts,
 )
-from kandev_dq.run.ledger import KeyLedger, changes, store_identity
-from kandev_dq.store.snapshot import current_run
 
 _ONE_SECOND = timedelta(seconds=1)
+#: The GX suite parameter carrying the key ledger's first sightings of this store (AC-24).
+KEY_LEDGER = "kandev_key_ledger"
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
@@ -43,41 +42,39 @@ class _ActivationExpectation(KandevExpectation):
 class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
     """No activation key ever changes or disappears once seen (AC-24, seed point 5).
 
-    One snapshot cannot show a rewrite, so each run compares the keys with the key ledger:
-    the first value ever seen of each key of this store. A legacy second-precision key is
-    not to be "upgraded" either: any change is an error naming the old and new values.
+    One snapshot cannot show a rewrite, so each run compares the keys with the key ledger: the
+    first value ever seen of each key of this store (as :func:`~kandev_dq.contract.instants.
+    shown_key` records it). ``kandev-dq check`` hands it over as the GX suite parameter
+    :data:`KEY_LEDGER` (``checkpoint.run(expectation_parameters=...)``); a suite run through GX
+    directly passes it the same way. A legacy second-precision key is not to be "upgraded"
+    either: any change is an error naming the old and new values.
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24",)
     rule_text: ClassVar[str] = "Activation keys are write-once: never rewritten, never deleted"
+    #: Key name -> first value seen; in a suite, ``{"$PARAMETER": KEY_LEDGER}``.
+    first_seen: dict[str, str] | None = None
 
-    def _validate(
-        self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
-    ):
-        facts = metrics[self.facts]
-        run = current_run()
-        if run is not None and run.ledger_path is not None:
-            first_seen = KeyLedger(run.ledger_path).first_seen(run.store_identity)
-        elif os.environ.get("KANDEV_DQ_LEDGER") and execution_engine is not None:
-            ledger = KeyLedger(Path(os.environ["KANDEV_DQ_LEDGER"]))
-            first_seen = ledger.first_seen(store_identity(execution_engine.engine.url))
-        else:
-            return self.result_of(
-                Finding(
-                    False,
-                    "no ledger",
-                    "no key ledger for this run: run it through `kandev-dq check`",
-                )
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if self.first_seen is None:
+            return Finding(
+                False,
+                "no ledger",
+                f"no key ledger for this run: run it through `kandev-dq check` (which passes "
+                f"the {KEY_LEDGER} suite parameter) with a project `kandev-dq init` made",
             )
-        changed = changes(first_seen, facts["keys"])
+        now = {key: shown_key(value) for key, value in facts["keys"].items()}  # as recorded
+        changed = [
+            {"key": key, "first_seen": old, "now": now.get(key)}
+            for key, old in sorted(self.first_seen.items())
+            if now.get(key) != old
+        ]
         if not changed:
-            finding = Finding(True, 0, "every key seen before still holds its first value")
-        else:
-            said = "; ".join(f"{c['key']}: {c['first_seen']!r} -> {c['now']!r}" for c in changed)
-            finding = Finding(
-                False, len(changed), f"key rewritten or deleted: {said}", len(changed), changed
-            )
-        return self.result_of(finding)
+            return Finding(True, 0, "every key seen before still holds its first value")
+        said = "; ".join(f"{c['key']}: {c['first_seen']!r} -> {c['now']!r}" for c in changed)
+        return Finding(
+            False, len(changed), f"key rewritten or deleted: {said}", len(changed), changed
+        )
 
 
 class ExpectBackfillThroughNotAfterCaptureSince(_ActivationExpectation):

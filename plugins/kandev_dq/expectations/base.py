@@ -265,8 +265,9 @@ def _observed_content(value: Any) -> RenderedStringTemplateContent:
 
 
 def exception_message(result) -> str | None:
-    """The error a result carries: flat ``exception_info`` or GX's per-metric nested form."""
-    info = getattr(result, "exception_info", None) or {}
+    """The error a result (a GX object or its stored JSON) carries: flat ``exception_info`` or
+    GX's per-metric nested form."""
+    info = result.get("exception_info") or {}
     if info.get("raised_exception"):
         return str(info.get("exception_message"))
     for value in info.values():

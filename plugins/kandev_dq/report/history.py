@@ -10,7 +10,6 @@ GX, no run name) cannot be attributed to a store and are not listed.
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from kandev_dq.run.checkpoint import parse_run_name, store_tag
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import load_context
 from kandev_dq.run.results import RuleResult, rule_result
-from kandev_dq.store.access import _default_store, redact, resolve_url
+from kandev_dq.store.access import chosen_store, redact, resolve_url
 
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
 
@@ -60,8 +59,7 @@ class History:
 
 def identity_for(target: str | None) -> str:
     """The store's ledger identity, without connecting to it (history needs only results)."""
-    chosen = target or os.environ.get("KANDEV_STORE_URL") or _default_store()
-    return store_identity(resolve_url(chosen))
+    return store_identity(resolve_url(chosen_store(target)))
 
 
 def history(project: Path, target: str | None, limit: int = 20) -> History:

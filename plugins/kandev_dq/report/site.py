@@ -17,11 +17,11 @@ table. This module keeps GX's renderers and templates and serves every asset fro
 * :class:`KandevSiteIndexPageRenderer` puts a summary of the overview, with its link, at the
   top of ``index.html``.
 
-The validation results carry neither the store a run read nor the raw key values. While a
-checkpoint run by ``kandev-dq check`` builds the site, its pinned snapshot is still open, so the
-site builder reads both from it (the same snapshot the rules judged) and records them, without
-credentials, in ``uncommitted/run_register.json``; a later rebuild (``kandev-dq docs``) shows
-the same thing. Without a record the overview falls back on what the results themselves say.
+The validation results carry neither the store a run read nor the raw key values.
+``kandev-dq check`` records both from the run's own snapshot before GX runs the checkpoint
+(:mod:`kandev_dq.run.register`); the overview reads that record, during the run's own build and
+any later rebuild (``kandev-dq docs``) alike. Without a record it falls back on what the results
+themselves say, read as every command reads them (:func:`kandev_dq.run.results.rule_result`).
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ import html
 import json
 import logging
 import mimetypes
-import os
-import tempfile
 import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +52,8 @@ from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJin
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
-from kandev_dq.expectations.base import severity_word
-from kandev_dq.store.access import redact
-from kandev_dq.store.snapshot import RunContext, current_run
+from kandev_dq.run.register import load_register, run_key
+from kandev_dq.run.results import RuleResult, rule_result
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +62,6 @@ TEMPLATES = ASSETS / "templates"
 STATIC = ASSETS / "static"
 OVERVIEW_PAGE = "overview.html"
 OVERVIEW_RENDERER = "KandevOverviewPageRenderer"
-REGISTER = Path("uncommitted") / "run_register.json"
-REGISTER_LIMIT = 500
 RUNS_SHOWN = 20
 ACTIVATION_SUITE = "activation"
 HEALTH_SUITE = "writer_health"
@@ -142,80 +138,6 @@ class KandevIndexPageView(_LocalAssets, DefaultJinjaIndexPageView):
     """GX's index page view with local assets."""
 
 
-# --- what the runs saw -----------------------------------------------------------------------
-
-
-def run_key(run_id) -> str:
-    """A run's name in the register: its run time as GX writes it in result paths."""
-    return run_id.to_tuple()[1]
-
-
-def record_run(root: Path, run: RunContext, run_keys: set[str]) -> None:
-    """Record, from the run's pinned snapshot, what the results do not carry.
-
-    The store is named without user or password (the key ledger's identity, redacted once
-    more for safety). The keys are those the run's rules judged: taken from the run's fact
-    cache when a rule read them, else read in the same snapshot. A snapshot a failed rule
-    left unreadable (an aborted PostgreSQL transaction) records the store alone.
-    """
-    from kandev_dq.facts.activation import describe_key, state_of
-
-    entry: dict[str, Any] = {
-        "store": redact(run.store_identity),
-        "dialect": run.connection.dialect.name,
-    }
-    keys = _run_keys(run)
-    if keys is not None:
-        entry["state"] = state_of(keys)
-        entry["keys"] = {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()}
-    path = Path(root) / REGISTER
-    register = load_register(root)
-    for key in run_keys:
-        register[key] = entry
-    if len(register) > REGISTER_LIMIT:
-        register = dict(sorted(register.items())[-REGISTER_LIMIT:])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".run_register.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(register, handle, indent=2, sort_keys=True)
-    os.replace(tmp, path)
-
-
-def _run_keys(run: RunContext) -> dict[str, str | None] | None:
-    from kandev_dq.facts.activation import read_keys
-
-    for facts in run.cache.values():
-        keys = facts.get("keys") if isinstance(facts, dict) else None
-        if isinstance(keys, dict) and set(ACTIVATION_KEYS) <= set(keys):
-            return {name: keys[name] for name in ACTIVATION_KEYS}
-    try:
-        return read_keys(run.connection)
-    except Exception:  # noqa: BLE001 - e.g. a transaction aborted by a failed rule
-        logger.debug("the activation keys could not be read for the data docs", exc_info=True)
-        return None
-
-
-def load_register(root: Path | None) -> dict[str, dict[str, Any]]:
-    if root is None:
-        return {}
-    path = Path(root) / REGISTER
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        logger.warning("unreadable %s: the overview falls back on the results", path)
-        return {}
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
-    return str(value)
-
-
 # --- the overview's facts, from the stored validation results --------------------------------
 
 
@@ -237,8 +159,13 @@ class SuiteRun:
     def checkpoint_id(self) -> str | None:
         return (self.data.get("meta") or {}).get("checkpoint_id")
 
+    @cached_property
+    def rules(self) -> list[RuleResult]:
+        """Each result as every command reads it."""
+        return [rule_result(r) for r in self.results]
+
     def failures(self, severity: str) -> int:
-        return sum(1 for r in self.results if not _passed(r) and _severity(r) == severity)
+        return sum(1 for r in self.rules if not r.success and r.severity == severity)
 
 
 @dataclass
@@ -348,31 +275,14 @@ def _result_page(key) -> str:
     return urllib.parse.quote("/".join(parts) + ".html")
 
 
-def _passed(result: dict[str, Any]) -> bool:
-    raised = (result.get("exception_info") or {}).get("raised_exception")
-    return bool(result.get("success")) and not raised
-
-
-def _severity(result: dict[str, Any]) -> str:
-    config = result.get("expectation_config") or {}
-    return severity_word(config.get("severity"))
-
-
-def _by_type(suite_run: SuiteRun | None, fragment: str) -> dict[str, Any] | None:
+def _by_type(suite_run: SuiteRun | None, fragment: str) -> RuleResult | None:
     if suite_run is None:
         return None
-    for result in suite_run.results:
-        if fragment in (result.get("expectation_config") or {}).get("type", ""):
-            return result
-    return None
+    return next((r for r in suite_run.rules if fragment in r.expectation), None)
 
 
-def _observed(result: dict[str, Any] | None) -> Any:
-    return ((result or {}).get("result") or {}).get("observed_value")
-
-
-def _details(result: dict[str, Any] | None) -> dict[str, Any]:
-    return ((result or {}).get("result") or {}).get("details") or {}
+def _observed(rule: RuleResult | None) -> Any:
+    return rule.observed_value if rule is not None else None
 
 
 def key_view(overview: Overview) -> tuple[str | None, dict[str, dict[str, Any]], str]:
@@ -625,8 +535,8 @@ def _health_section(overview: Overview) -> RenderedSectionContent:
     blocks: list[Any] = [_title(name, sub, {"suite": HEALTH_SUITE, "when": _when(health.run_time)})]
     figures: list[list[Any]] = []
     since = None
-    for result in health.results:
-        since = since or _details(result).get("since")
+    for result in health.results:  # a detail of the health rules' results, not of a reading
+        since = since or (((result.get("result") or {}).get("details") or {}).get("since"))
     if since:
         figures.append(
             ["Compared since capture_since", _string("$v", {"v": since}, classes=["kandev-value"])]
@@ -647,13 +557,13 @@ def _health_section(overview: Overview) -> RenderedSectionContent:
         figures.append(["Last observed row: MAX(observed_at) since capture_since (AC-29)", shown])
     if figures:
         blocks.append(_table(["figure", "value"], figures, classes=["kandev-health-figures"]))
-    blocks.append(_rules_table(health.results))
+    blocks.append(_rules_table(health.rules))
     return RenderedSectionContent(content_blocks=blocks, section_name=name)
 
 
-def _figure(result: dict[str, Any]) -> Any:
-    observed = _observed(result)
-    classes = ["kandev-value", "text-nowrap"] + ([] if _passed(result) else ["text-danger"])
+def _figure(rule: RuleResult) -> Any:
+    observed = rule.observed_value
+    classes = ["kandev-value", "text-nowrap"] + ([] if rule.success else ["text-danger"])
     return _string(
         "$v",
         {"v": observed if isinstance(observed, str) else json.dumps(observed)},
@@ -661,30 +571,23 @@ def _figure(result: dict[str, Any]) -> Any:
     )
 
 
-def _rules_table(results: list[dict[str, Any]]) -> RenderedTableContent:
+def _rules_table(rules: list[RuleResult]) -> RenderedTableContent:
     rows = []
-    for result in results:
-        config = result.get("expectation_config") or {}
-        details = _details(result)
-        rules = details.get("rules") or (config.get("meta") or {}).get("rules") or []
-        severity = _severity(result)
-        passed = _passed(result)
-        error = (result.get("exception_info") or {}).get("exception_message")
-        message = f"could not evaluate: {error}" if error and not passed else details.get("message")
+    for rule in rules:
         rows.append(
             [
                 _string(
-                    _status_icon(passed, severity) + " $s",
-                    {"s": "pass" if passed else "fail"},
+                    _status_icon(rule.success, rule.severity) + " $s",
+                    {"s": "pass" if rule.success else "fail"},
                     classes=["text-nowrap"],
                 ),
                 _string(
                     "$rule <span class='text-muted'>($ac)</span>",
-                    {"rule": _rule_text(config.get("type", "")), "ac": ", ".join(rules)},
+                    {"rule": _rule_text(rule.expectation), "ac": ", ".join(rule.rules)},
                 ),
-                _esc(severity),
-                _value(_short(_observed(result))),
-                _esc(message),
+                _esc(rule.severity),
+                _value(_short(rule.observed_value)),
+                _esc(rule.message),
             ]
         )
     return _table(["status", "rule (AC ids)", "severity", "observed", "finding"], rows)
@@ -817,33 +720,30 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
     ]
     order = {"error": 0, "warning": 1, "info": 2}
     flagged = [
-        (order.get(_severity(r), 3), suite_run, r)
+        (order.get(r.severity, 3), suite_run, r)
         for suite_run in (latest.suites if latest else [])
-        for r in suite_run.results
-        if not _passed(r)
+        for r in suite_run.rules
+        if not r.success
     ]
     flagged.sort(key=lambda item: (item[0], item[1].suite))
     if not flagged:
         blocks.append(_block("Every rule of the latest run passed.", classes=["text-success"]))
         return RenderedSectionContent(content_blocks=blocks, section_name=name)
     rows = []
-    for _, suite_run, result in flagged:
-        config = result.get("expectation_config") or {}
-        details = _details(result)
-        severity = _severity(result)
-        rules = details.get("rules") or (config.get("meta") or {}).get("rules") or []
-        error = (result.get("exception_info") or {}).get("exception_message")
+    for _, suite_run, rule in flagged:
         rows.append(
             [
                 _string(
-                    _status_icon(False, severity) + " $s", {"s": severity}, classes=["text-nowrap"]
+                    _status_icon(False, rule.severity) + " $s",
+                    {"s": rule.severity},
+                    classes=["text-nowrap"],
                 ),
                 _string("$s", {"s": suite_run.suite}, tag="a", attributes={"href": suite_run.page}),
                 _string(
                     "$rule <span class='text-muted'>($ac)</span>",
-                    {"rule": _rule_text(config.get("type", "")), "ac": ", ".join(rules)},
+                    {"rule": _rule_text(rule.expectation), "ac": ", ".join(rule.rules)},
                 ),
-                _esc(f"could not evaluate: {error}" if error else details.get("message")),
+                _esc(rule.message),
             ]
         )
     blocks.append(_table(["severity", "suite", "rule (AC ids)", "finding"], rows))
@@ -975,10 +875,6 @@ class KandevSiteBuilder(SiteBuilder):
     def build(self, resource_identifiers=None, build_index: bool = True):
         """GX's build, with kandev-dq's assets and the overview (whose failure, like a GX
         page's, is logged and never fails the checkpoint run that builds the docs)."""
-        try:
-            self._record(resource_identifiers)
-        except Exception:  # noqa: BLE001 - the record is a convenience of the overview
-            logger.exception("kandev-dq: this run's store could not be recorded for the docs")
         for section_builder in self.site_section_builders.values():
             section_builder.build(resource_identifiers=resource_identifiers)
         copy_assets(self.target_store)
@@ -993,15 +889,6 @@ class KandevSiteBuilder(SiteBuilder):
             renderer.overview = overview
         _, index_links = self.site_index_builder.build(build_index=build_index)
         return self.get_resource_url(only_if_exists=False), index_links
-
-    def _record(self, resource_identifiers) -> None:
-        run = current_run()
-        root = getattr(self.data_context, "root_directory", None)
-        if run is None or root is None or not resource_identifiers:
-            return
-        run_keys = {run_key(r.run_id) for r in resource_identifiers if hasattr(r, "run_id")}
-        if run_keys:
-            record_run(Path(root), run, run_keys)
 
     def write_overview(self, overview: Overview) -> None:
         page = self.overview_view.render(

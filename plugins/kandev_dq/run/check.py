@@ -8,20 +8,21 @@ error-severity (GX ``critical``) failure, or on warnings too with ``fail_on="war
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from kandev_dq.contract.instants import shown_key
 from kandev_dq.errors import ExitCode, KandevDqError
+from kandev_dq.expectations.activation import KEY_LEDGER
 from kandev_dq.facts.activation import read_keys, state_of
 from kandev_dq.run import checkpoint as runs
+from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import KeyLedger, store_identity
-from kandev_dq.run.project import URL_VARIABLE, load_context
+from kandev_dq.run.project import DATASOURCE, load_context
+from kandev_dq.run.register import record_run, run_key
 from kandev_dq.run.results import RuleResult, rule_result
-from kandev_dq.store.access import Store, open_store
+from kandev_dq.store.access import open_store
 from kandev_dq.store.snapshot import pinned
 
 LEDGER = Path("uncommitted") / "key_ledger.json"
@@ -53,16 +54,6 @@ class CheckReport:
         return data
 
 
-def gx_url(store: Store) -> str:
-    """The read-only URL GX's data source connects with (lives only in this process)."""
-    if store.dialect == "sqlite":
-        return f"sqlite:///file:{quote(store.url.database or '')}?mode=ro&uri=true"
-    options = " ".join(
-        o for o in (store.url.query.get("options", ""), "-c default_transaction_read_only=on") if o
-    )
-    return store.url.update_query_dict({"options": options}).render_as_string(hide_password=False)
-
-
 def run_check(
     project: Path, target: str | None, checkpoint: str, progress: runs.Progress | None = None
 ) -> CheckReport:
@@ -73,17 +64,27 @@ def run_check(
     """
     store = open_store(target, read_only=True)
     try:
-        context = load_context(project)
+        context = load_context(project, store_url=store.display_url)
         if checkpoint not in {c.name for c in context.checkpoints.all()}:
             known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
             raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")
-        url = gx_url(store)
-        os.environ[URL_VARIABLE] = url
         identity = store_identity(store.url)
         ledger = KeyLedger(Path(project) / LEDGER)
-        with pinned(store.engine, url, identity, ledger.path) as run:
+        run_id = runs.new_run_id(checkpoint, identity)
+        with (
+            gx_adapter.reading_with(context, DATASOURCE, store.connect) as gx_engine,
+            pinned(store.engine, reader=gx_engine) as run,
+        ):
             keys = read_keys(run.connection)
-            outcome = runs.run_checkpoint(context, checkpoint, identity, progress)
+            # Before GX runs: the data docs it builds during the run show this record.
+            record_run(project, run_key(run_id), identity, store.dialect, keys)
+            outcome = runs.run_checkpoint(
+                context,
+                checkpoint,
+                run_id,
+                progress,
+                expectation_parameters={KEY_LEDGER: ledger.first_seen(identity)},
+            )
         ledger.record(identity, keys)
         runs.notify(context, outcome, identity)
         report = CheckReport(

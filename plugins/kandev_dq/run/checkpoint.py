@@ -7,9 +7,12 @@ each validation result it stores (``uncommitted/validations/<suite>/<run name>/<
 name. kandev-dq's run name is ``<checkpoint>@<store tag>``: the checkpoint, then the store's
 key-ledger identity (no user, no password, no ``password=`` query parameter) as a
 file-name-safe slug followed by a short hash of that identity. ``kandev-dq history`` finds a
-store's runs by recomputing its tag. (GX 1.24 records neither the suite parameters nor the
-asset's batch metadata of a checkpoint run in its results, and rejects unknown batch
+store's runs by recomputing its tag. (GX 1.24 keeps a run's suite parameters only inside the
+expectations that use them, never the asset's batch metadata, and rejects unknown batch
 parameters: the run name is the one run-level field that round-trips.)
+
+**Suite parameters.** The key ledger's first sightings reach the write-once rule (AC-24) as the
+suite parameter ``kandev_key_ledger``, through ``checkpoint.run(expectation_parameters=...)``.
 
 **Progress.** The checkpoint is run by GX as it is. kandev-dq only watches GX store each
 validation result (one per suite, in checkpoint order) and reports it; GX's own tqdm bars are
@@ -33,6 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from kandev_dq.run import gx_adapter
 from kandev_dq.run.results import failed_by_severity
 
 logger = logging.getLogger(__name__)
@@ -93,19 +97,28 @@ def parse_run_name(name: str | None) -> tuple[str, str] | None:
 # --- running a checkpoint ----------------------------------------------------------------------
 
 
-def run_checkpoint(context, checkpoint: str, identity: str, progress: Progress | None = None):
-    """Run ``checkpoint`` as GX does, named for the store it validates; report its progress."""
+def new_run_id(checkpoint: str, identity: str):
+    """The GX run identifier of a run starting now, named for the store it validates."""
     from great_expectations.core.run_identifier import RunIdentifier
+
+    return RunIdentifier(run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC))
+
+
+def run_checkpoint(
+    context,
+    checkpoint: str,
+    run_id,
+    progress: Progress | None = None,
+    expectation_parameters: dict[str, Any] | None = None,
+):
+    """Run ``checkpoint`` as GX does, with the run's suite parameters; report its progress."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     gx_checkpoint = context.checkpoints.get(checkpoint)
     # In memory only (never saved): no tqdm bars, whatever the project's yml says.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    run_id = RunIdentifier(
-        run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC)
-    )
     with _reporting(context, gx_checkpoint, progress):
-        return gx_checkpoint.run(run_id=run_id)
+        return gx_checkpoint.run(run_id=run_id, expectation_parameters=expectation_parameters)
 
 
 @contextmanager
@@ -114,28 +127,23 @@ def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[No
     if progress is None:
         yield
         return
-    store = context.validation_results_store
-    store_results = store.store_validation_results
 
-    def store_and_report(suite_validation_result, *args: Any, **kwargs: Any):
-        stored = store_results(suite_validation_result, *args, **kwargs)
+    def report(suite_validation_result) -> None:
         try:
             progress.suite_done(
                 suite_validation_result.suite_name, failed_by_severity(suite_validation_result)
             )
         except Exception:  # noqa: BLE001 - a display problem never breaks a run
             logger.debug("progress report failed", exc_info=True)
-        return stored
 
     suites = [
         (v.suite.name, len(v.suite.expectations)) for v in gx_checkpoint.validation_definitions
     ]
     progress.started(gx_checkpoint.name, suites)
-    store.store_validation_results = store_and_report
     try:
-        yield
+        with gx_adapter.on_each_result(context, report):
+            yield
     finally:
-        del store.store_validation_results  # the class's own method again
         progress.finished()
 
 
@@ -176,17 +184,12 @@ def notification_actions(context, store: str = "") -> list:
 
 def notify(context, checkpoint_result, store: str = "") -> None:
     """Run the configured notification actions on a finished run; never fails the run."""
-    from great_expectations.checkpoint.actions import ActionContext
-
     for action in notification_actions(context, store):
-        action._data_context = context  # what GX's Checkpoint sets before running an action
         outcome: dict[str, Any] = {}
 
         def send(action=action, outcome=outcome) -> None:
             try:
-                outcome["result"] = action.run(
-                    checkpoint_result=checkpoint_result, action_context=ActionContext()
-                )
+                outcome["result"] = gx_adapter.run_action(action, context, checkpoint_result)
             except Exception as exc:  # noqa: BLE001 - reported below, the run stands
                 outcome["error"] = f"{type(exc).__name__}"
 

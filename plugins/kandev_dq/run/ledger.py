@@ -8,14 +8,13 @@ without credentials, only ever adds a first sighting, and is replaced atomically
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from urllib.parse import unquote
 
 from sqlalchemy.engine import URL
 
 from kandev_dq.contract.instants import shown_key
+from kandev_dq.run.jsonfile import write_json_atomically
 from kandev_dq.store.access import without_password
 
 
@@ -51,24 +50,4 @@ class KeyLedger:
         if not added:
             return
         seen.update(added)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".key_ledger.")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(ledger, handle, indent=2, sort_keys=True)
-            os.replace(tmp, self.path)
-        except BaseException:  # a full disk, an interrupt: no half-written copy left behind
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-
-def changes(
-    first_seen: dict[str, str], current: dict[str, str | None]
-) -> list[dict[str, str | None]]:
-    """Keys whose value differs from its first sighting, or that vanished."""
-    now = {key: shown_key(value) for key, value in current.items()}  # as record() keeps them
-    return [
-        {"key": key, "first_seen": old, "now": now.get(key)}
-        for key, old in sorted(first_seen.items())
-        if now.get(key) != old
-    ]
+        write_json_atomically(self.path, ledger)

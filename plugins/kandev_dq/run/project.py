@@ -5,7 +5,9 @@ The repository root is a GX file context (``great_expectations.yml`` at the root
 validation definitions and checkpoints are generated from :data:`SUITES` and
 :data:`CHECKPOINTS` by :func:`build_project` (also what ``kandev-dq init`` runs), so the JSON
 in ``expectations/`` and ``checkpoints/`` never drifts from the code. The store is chosen at run
-time: the one data source reads its URL from ``${KANDEV_STORE_URL}``.
+time: the one data source reads its URL from ``${KANDEV_STORE_URL}``, a config variable given
+through GX's runtime environment (never the process environment) and always password-free; the
+connections themselves come from kandev-dq (:mod:`kandev_dq.run.gx_adapter`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from kandev_dq.errors import KandevDqError
 
 PROJECT_FILE = "great_expectations.yml"
+#: The GX config variable the data source's URL comes from. Users name a store with the same
+#: environment variable; GX's runtime environment, where kandev-dq puts the URL, ranks above it.
 URL_VARIABLE = "KANDEV_STORE_URL"
 DATASOURCE = "kandev_store"
 ASSET = "kandev_meta"
@@ -44,7 +48,9 @@ def _activation_suite() -> list:
         a.ExpectActivationStateToBeInSet.at_default_severity(accepted_states=["fully_activated"]),
         a.ExpectExecutionSinceOnlyOnAmendedSchema.at_default_severity(),
         a.ExpectExecutionSinceNotPendingSelfHeal.at_default_severity(),
-        a.ExpectActivationKeysToBeWriteOnce.at_default_severity(),
+        a.ExpectActivationKeysToBeWriteOnce.at_default_severity(
+            first_seen={"$PARAMETER": a.KEY_LEDGER}
+        ),
         a.ExpectBackfillThroughNotAfterCaptureSince.at_default_severity(),
         a.ExpectBackfillThroughToCoverQualifyingMessages.at_default_severity(),
         a.ExpectNoBackfillRowsAfterCaptureSince.at_default_severity(),
@@ -247,8 +253,12 @@ def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
             _refuse_foreign_modules(file, value, f"{where}[{index}]")
 
 
-def load_context(root: Path):
+def load_context(root: Path, store_url: str | None = None):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
+
+    ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
+    to: GX's runtime environment ranks above the process environment and the project's config
+    variables.
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
     project there), a project that names Python of its own unless that is allowed
@@ -264,7 +274,7 @@ def load_context(root: Path):
     quiet_gx()
     import great_expectations as gx
 
-    context = gx.get_context(mode="file", context_root_dir=str(root))
+    context = _file_context(gx, root, store_url)
     for path in sorted((root / SUITE_DIR).glob("*.json")):
         declared = len(json.loads(path.read_text(encoding="utf-8")).get("expectations", []))
         loaded = len(context.suites.get(path.stem).expectations)
@@ -274,6 +284,11 @@ def load_context(root: Path):
                 "an expectation type is unknown to this kandev-dq version"
             )
     return context
+
+
+def _file_context(gx, root: Path, store_url: str | None):
+    variables = {URL_VARIABLE: store_url} if store_url else None
+    return gx.get_context(mode="file", context_root_dir=str(root), runtime_environment=variables)
 
 
 def quiet_gx() -> None:
@@ -382,7 +397,6 @@ def build_project(root: Path) -> Path:
     for own in generated_files(root)[1:]:  # GX adds by name: an earlier copy would clash
         own.unlink(missing_ok=True)
     (root / PROJECT_FILE).write_text(_YML, encoding="utf-8")
-    previous = os.environ.get(URL_VARIABLE)
     with tempfile.TemporaryDirectory() as scratch:
         # GX tests the connection while a data source is added: give it a blank Kandev store.
         probe = Path(scratch) / "probe.db"
@@ -390,36 +404,29 @@ def build_project(root: Path) -> Path:
         with engine.begin() as conn:
             schema.create_base_tables(conn)
         engine.dispose()
-        os.environ[URL_VARIABLE] = f"sqlite:///{probe}"
-        try:
-            context = gx.get_context(mode="file", context_root_dir=str(root))
-            source = context.data_sources.add_sql(
-                DATASOURCE, connection_string="${" + URL_VARIABLE + "}"
+        context = _file_context(gx, root, f"sqlite:///{probe}")
+        source = context.data_sources.add_sql(
+            DATASOURCE, connection_string="${" + URL_VARIABLE + "}"
+        )
+        batch = source.add_table_asset(ASSET, table_name=ASSET).add_batch_definition_whole_table(
+            BATCH
+        )
+        definitions = {}
+        for name, build in SUITES.items():
+            suite = context.suites.add(gx.ExpectationSuite(name=name))
+            for expectation in build():
+                suite.add_expectation(expectation)
+            suite.save()
+            definitions[name] = context.validation_definitions.add(
+                gx.ValidationDefinition(name=name, data=batch, suite=suite)
             )
-            batch = source.add_table_asset(
-                ASSET, table_name=ASSET
-            ).add_batch_definition_whole_table(BATCH)
-            definitions = {}
-            for name, build in SUITES.items():
-                suite = context.suites.add(gx.ExpectationSuite(name=name))
-                for expectation in build():
-                    suite.add_expectation(expectation)
-                suite.save()
-                definitions[name] = context.validation_definitions.add(
-                    gx.ValidationDefinition(name=name, data=batch, suite=suite)
+        for name, suites in CHECKPOINTS.items():
+            context.checkpoints.add(
+                gx.Checkpoint(
+                    name=name,
+                    validation_definitions=[definitions[s] for s in suites],
+                    actions=[UpdateDataDocsAction(name="update_data_docs")],
+                    result_format={"result_format": "COMPLETE"},
                 )
-            for name, suites in CHECKPOINTS.items():
-                context.checkpoints.add(
-                    gx.Checkpoint(
-                        name=name,
-                        validation_definitions=[definitions[s] for s in suites],
-                        actions=[UpdateDataDocsAction(name="update_data_docs")],
-                        result_format={"result_format": "COMPLETE"},
-                    )
-                )
-        finally:
-            if previous is None:
-                os.environ.pop(URL_VARIABLE, None)
-            else:
-                os.environ[URL_VARIABLE] = previous
+            )
     return root

@@ -1,8 +1,10 @@
 """One reading of a GX validation result: kandev-dq's severity word, verdict and message.
 
 GX's own ``success`` ignores severity and its results nest an evaluation error per metric;
-every command (``check``, progress, ``history``, the docs) reads a result through
-:func:`rule_result`, so they agree on what failed and how badly.
+every command (``check``, progress, ``history``, the docs overview) reads a result through
+:func:`rule_result`, so they agree on what failed and how badly. It reads a GX
+``ExpectationValidationResult`` and the JSON GX stores for one alike: both answer ``.get``
+(GX's result and configuration classes are ``DictDot``s).
 """
 
 from __future__ import annotations
@@ -25,20 +27,23 @@ class RuleResult:
 
 
 def rule_result(result) -> RuleResult:
-    config = result.expectation_config
-    severity = getattr(config.severity, "value", config.severity) or "critical"
-    body = result.result or {}
+    """One result, as a GX object or as stored JSON."""
+    config = result.get("expectation_config") or {}
+    severity = config.get("severity")
+    severity = getattr(severity, "value", severity) or "critical"
+    body = result.get("result") or {}
     details = body.get("details") or {}
+    success = result.get("success")
     error = exception_message(result)
     if error:
         message = f"could not evaluate: {error}"
     else:
-        message = details.get("message") or _builtin_message(body, result.success)
+        message = details.get("message") or _builtin_message(body, success)
     return RuleResult(
-        expectation=config.type,
-        rules=list((config.meta or {}).get("rules") or details.get("rules") or []),
+        expectation=config.get("type") or "",
+        rules=list((config.get("meta") or {}).get("rules") or details.get("rules") or []),
         severity=severity_word(severity),
-        success=bool(result.success) and not error,
+        success=bool(success) and not error,
         observed_value=body.get("observed_value"),
         unexpected_count=body.get("unexpected_count"),
         message=message,

@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
@@ -24,6 +26,10 @@ from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
+#: The environment variable a user may name the store with (never set by kandev-dq).
+STORE_URL_VARIABLE = "KANDEV_STORE_URL"
+#: The libpq option making every transaction of a PostgreSQL session read-only.
+READ_ONLY_OPTION = "-c default_transaction_read_only=on"
 #: How long opening (or reading) a SQLite store waits for another process's lock.
 BUSY_TIMEOUT_S = 5.0
 #: ``scheme://`` up to the last ``@`` on its line, in text that is not a parsable URL (the
@@ -80,6 +86,13 @@ def without_password(url: URL) -> URL:
     return url._replace(password=None).difference_update_query(["password"])
 
 
+def with_pg_option(url: URL, option: str) -> URL:
+    """``url`` with a libpq ``-c`` option added to the ``options`` it already carries (e.g. a
+    search_path), which are kept."""
+    options = " ".join(o for o in (url.query.get("options", ""), option) if o)
+    return url.update_query_dict({"options": options})
+
+
 @dataclass
 class Store:
     """An open Kandev store."""
@@ -87,6 +100,9 @@ class Store:
     url: URL
     engine: sa.Engine
     read_only: bool
+    #: Opens one more DB-API connection exactly as :attr:`engine` does (read-only when the store
+    #: is): how another engine, GX's, reads the store without ever being given its password.
+    connect: Callable[[], Any]
     #: A read-only SQLite open: the WAL side files it may create, put back on dispose.
     side_files: SideFiles | None = None
 
@@ -112,7 +128,7 @@ class Store:
             self.side_files.restore()
 
 
-def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
+def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[[], Any]:
     file = Path(path)
     if must_exist and not file.is_file():
         raise StoreError(f"no SQLite store at {file}: the file does not exist")
@@ -127,7 +143,21 @@ def _sqlite_engine(path: str, read_only: bool, must_exist: bool) -> sa.Engine:
         tolerate_bad_utf8(conn)
         return conn
 
-    return sa.create_engine("sqlite://", creator=connect)
+    return connect
+
+
+def _postgres_connector(url: URL, read_only: bool) -> Callable[[], Any]:
+    """What SQLAlchemy would connect with, resolved once through the dialect's public API."""
+    if read_only:
+        url = with_pg_option(url, READ_ONLY_OPTION)
+    dialect = sa.create_engine(url).dialect  # creating an engine does not connect
+    cargs, cparams = dialect.create_connect_args(url)
+    cparams.update(connect_timeout=5, application_name="kandev-dq")
+
+    def connect() -> Any:
+        return dialect.connect(*cargs, **cparams)
+
+    return connect
 
 
 def open_store(
@@ -138,35 +168,21 @@ def open_store(
     require_kandev: bool = True,
 ) -> Store:
     """Open and probe a store; raise :class:`StoreError` with a one-line reason."""
-    target = target or os.environ.get("KANDEV_STORE_URL") or _default_store()
-    url = resolve_url(target)
+    url = resolve_url(chosen_store(target))
     side_files = None
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             raise StoreError("an in-memory SQLite database is not a Kandev store")
         if read_only:
             side_files = SideFiles.before_open(Path(url.database))
-        engine = _sqlite_engine(url.database, read_only, must_exist)
+        connect = _sqlite_connector(url.database, read_only, must_exist)
+        engine = sa.create_engine("sqlite://", creator=connect)
     else:
-        # Keep options the URL already carries (e.g. a search_path) beside the read-only one.
-        options = " ".join(
-            o
-            for o in (
-                url.query.get("options", ""),
-                "-c default_transaction_read_only=on" if read_only else "",
-            )
-            if o
-        )
-        engine = sa.create_engine(
-            url,
-            connect_args={
-                "options": options,
-                "connect_timeout": 5,
-                "application_name": "kandev-dq",
-            },
-            pool_pre_ping=True,
-        )
-    store = Store(url=url, engine=engine, read_only=read_only, side_files=side_files)
+        connect = _postgres_connector(url, read_only)
+        engine = sa.create_engine(url, creator=connect, pool_pre_ping=True)
+    store = Store(
+        url=url, engine=engine, read_only=read_only, connect=connect, side_files=side_files
+    )
     try:
         with engine.connect() as conn:
             names = set(sa.inspect(conn).get_table_names())
@@ -182,11 +198,17 @@ def open_store(
     return store
 
 
-def _default_store() -> str:
+def chosen_store(target: str | None) -> str:
+    """The store a command works on: ``target``, else ``$KANDEV_STORE_URL``, else Kandev's
+    default SQLite file when it exists."""
+    if target:
+        return target
+    if os.environ.get(STORE_URL_VARIABLE):
+        return os.environ[STORE_URL_VARIABLE]
     default = DEFAULT_STORE.expanduser()
     if default.is_file():
         return str(default)
-    raise StoreError("no store given: pass --store or set KANDEV_STORE_URL")
+    raise StoreError(f"no store given: pass --store or set {STORE_URL_VARIABLE}")
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:

@@ -1,11 +1,13 @@
-"""One consistent read for a whole checkpoint run, and what the run knows about its store.
+"""One consistent read for a whole checkpoint run, shared by every family of facts.
 
 GX's SQL execution engine hands each metric its own connection, so on its own every custom
 metric would read its own snapshot. ``kandev-dq check`` therefore *pins* one read-only
 snapshot (PostgreSQL: REPEATABLE READ READ ONLY; SQLite: one read transaction) before it runs
-a checkpoint; every kandev-dq fact is read through :func:`facts_for`, which uses the pinned
-connection when the execution engine points at the pinned store, and caches each family of
-facts for the run so that suites of one checkpoint share both the snapshot and the scan.
+a checkpoint, registered against the very engine object GX's execution engine reads through
+(:mod:`kandev_dq.run.gx_adapter` sets that engine up). Every kandev-dq fact is read through
+:func:`facts_for`, which uses the pinned connection when it is asked for that engine, and
+caches each family of facts for the run so that suites of one checkpoint share both the
+snapshot and the scan.
 Run directly through GX (no pin), each family of facts still reads within one transaction.
 
 Metadata PostgreSQL cannot parse as JSON would abort a family's statements (SQLite reads it as
@@ -18,13 +20,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
 
@@ -46,23 +45,17 @@ def _decode_text(raw: bytes) -> str:
 
 
 @dataclass
-class RunContext:
-    """The pinned read of one run: its connection, store identity and fact cache."""
+class PinnedRead:
+    """The pinned snapshot of one run: its connection and fact cache."""
 
     connection: sa.Connection
-    gx_url: str
-    store_identity: str
-    ledger_path: Path | None = None
     cache: dict[str, Facts] = field(default_factory=dict)
     #: Messages whose metadata PostgreSQL cannot parse, once a family has located them.
     unreadable: Unreadable = field(default_factory=Unreadable)
 
 
-_current: ContextVar[RunContext | None] = ContextVar("kandev_dq_run", default=None)
-
-
-def current_run() -> RunContext | None:
-    return _current.get()
+#: Engine -> the pinned read its facts are taken from while a run lasts (by identity).
+_pins: dict[sa.Engine, PinnedRead] = {}
 
 
 def begin_snapshot(conn: sa.Connection) -> None:
@@ -88,24 +81,27 @@ def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 
 @contextmanager
-def pinned(
-    engine: sa.Engine, gx_url: str, store_identity: str, ledger_path: Path | None = None
-) -> Iterator[RunContext]:
-    """Pin one snapshot of ``engine`` for every fact read while the block runs."""
-    normalised = make_url(gx_url).render_as_string(hide_password=False)
+def pinned(engine: sa.Engine, *, reader: sa.Engine | None = None) -> Iterator[PinnedRead]:
+    """Pin one snapshot of ``engine``: while the block runs, :func:`facts_for` reads every fact
+    asked of ``reader`` (that very engine object, e.g. GX's; ``engine`` itself by default) in it.
+    """
+    reader = engine if reader is None else reader
+    if reader in _pins:
+        raise RuntimeError("this engine already reads a pinned snapshot")
     with read_snapshot(engine) as conn:
-        run = RunContext(conn, normalised, store_identity, ledger_path)
-        token = _current.set(run)
+        run = PinnedRead(conn)
+        _pins[reader] = run
         try:
             yield run
         finally:
-            _current.reset(token)
+            del _pins[reader]
 
 
 def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection], Facts]) -> Facts:
-    """The facts of one family, read in the run's pinned snapshot when there is one."""
-    run = current_run()
-    if run is not None and engine.url.render_as_string(hide_password=False) == run.gx_url:
+    """The facts of one family, read in the pinned snapshot ``engine`` is registered against
+    when there is one (that run's cache shares them), else in a snapshot of their own."""
+    run = _pins.get(engine)
+    if run is not None:
         if family not in run.cache:
             run.cache[family] = _guarded(run.connection, compute, run.unreadable)
         return run.cache[family]

@@ -1,0 +1,71 @@
+"""Every contact kandev-dq has with Great Expectations beyond its public calls, in one place.
+
+GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
+
+* **Reading the store with kandev-dq's connections.** The data source's URL
+  (``${KANDEV_STORE_URL}``) is password-free; :func:`reading_with` gives the data source
+  kandev-dq's own connection recipe as SQLAlchemy's ``creator`` (the data source's ``kwargs``
+  reach ``create_engine``): no GX setting, config variable or environment variable holds the
+  password, only the connect function GX calls. It returns the engine GX's execution engine
+  then uses, the one the run's pinned snapshot is registered against
+  (:func:`kandev_dq.store.snapshot.pinned`). GX builds that execution engine once per data
+  source and reuses it while the data source's settings stay the same.
+* **Hearing each suite's result as it is stored** (progress): :func:`on_each_result` wraps the
+  validation-results store's ``store_validation_results``, which GX's ``ValidationDefinition``
+  calls once per suite, in checkpoint order.
+* **Running an action outside a checkpoint** (notifications): :func:`run_action` sets the
+  action's private ``_data_context``, as GX's ``Checkpoint._run_actions`` does, before running it.
+
+``tests/test_gx_adapter.py`` pins the GX behaviour each of these relies on: a GX upgrade that
+changes it breaks there, loudly, and only this module needs to follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+
+
+@contextmanager
+def reading_with(context, datasource: str, connect: Callable[[], Any]) -> Iterator[sa.Engine]:
+    """Make GX's SQL data source ``datasource`` open every connection with ``connect``; yield
+    the engine its execution engine uses, disposed when the block ends."""
+    source = context.data_sources.get(datasource)
+    source.kwargs = {**source.kwargs, "creator": connect}
+    engine = source.get_execution_engine().engine
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def on_each_result(context, report: Callable[[Any], None]) -> Iterator[None]:
+    """Call ``report(suite_validation_result)`` right after GX stores each suite's result.
+
+    A failing ``report`` propagates: the caller decides whether a display problem may stop a
+    run (``kandev-dq``'s progress never does)."""
+    store = context.validation_results_store
+    store_results = store.store_validation_results
+
+    def store_and_report(suite_validation_result, *args: Any, **kwargs: Any):
+        stored = store_results(suite_validation_result, *args, **kwargs)
+        report(suite_validation_result)
+        return stored
+
+    store.store_validation_results = store_and_report
+    try:
+        yield
+    finally:
+        del store.store_validation_results  # the class's own method again
+
+
+def run_action(action, context, checkpoint_result) -> Any:
+    """Run a GX validation action on a finished checkpoint result, as a checkpoint would."""
+    from great_expectations.checkpoint.actions import ActionContext
+
+    action._data_context = context
+    return action.run(checkpoint_result=checkpoint_result, action_context=ActionContext())

@@ -1,0 +1,125 @@
+"""The GX behaviour :mod:`kandev_dq.run.gx_adapter` relies on, pinned: after a GX upgrade that
+changes any of it, these fail, and the adapter is the one module to follow."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import pytest
+from great_expectations.checkpoint.actions import ValidationAction
+from great_expectations.core.expectation_validation_result import ExpectationValidationResult
+from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+from kandev_dq.expectations.activation import KEY_LEDGER
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.run import checkpoint as runs
+from kandev_dq.run import gx_adapter
+from kandev_dq.run.project import CHECKPOINTS, DATASOURCE, URL_VARIABLE, load_context
+from kandev_dq.run.results import rule_result
+from kandev_dq.store import snapshot
+from kandev_dq.store.access import open_store
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"
+
+
+class _Suites:
+    """A progress display that only remembers what it was told."""
+
+    def __init__(self) -> None:
+        self.reported: list[str] = []
+
+    def started(self, checkpoint, suites) -> None:
+        pass
+
+    def suite_done(self, suite, failed) -> None:
+        self.reported.append(suite)
+
+    def finished(self) -> None:
+        pass
+
+
+class ContextProbe(ValidationAction):
+    type: Literal["kandev_test_context_probe"] = "kandev_test_context_probe"
+
+    def run(self, checkpoint_result, action_context=None) -> dict:
+        return {"context": self._resolve_context().context}
+
+
+def test_gx_reads_through_kandev_dq_connections_and_the_pinned_snapshot(
+    target, project, monkeypatch
+):
+    StoreBuilder(target.engine).create().keys(CAPTURE, "", CAPTURE)
+    monkeypatch.setenv(URL_VARIABLE, "sqlite:///somewhere-else.db")
+    store = open_store(target.url)
+    opened: list[object] = []
+
+    def connect():
+        opened.append(connection := store.connect())
+        return connection
+
+    unpinned: list[object] = []
+    read_snapshot = snapshot.read_snapshot
+
+    def counted_read(engine):
+        unpinned.append(engine)
+        return read_snapshot(engine)
+
+    try:
+        context = load_context(project, store_url=store.display_url)
+        # GX's runtime environment ranks above the process environment.
+        assert context.config_provider.get_values()[URL_VARIABLE] == store.display_url
+        progress = _Suites()
+        with gx_adapter.reading_with(context, DATASOURCE, connect) as gx_engine:
+            source = context.data_sources.get(DATASOURCE)
+            checkpoint = context.checkpoints.get("nightly")
+            # The checkpoint's batches come from the very data source instance bound above...
+            assert all(
+                v.data.data_asset.datasource is source for v in checkpoint.validation_definitions
+            )
+            with gx_engine.connect():  # ...whose engine opens connections with kandev-dq's recipe
+                assert opened
+            with snapshot.pinned(store.engine, reader=gx_engine) as run:
+                monkeypatch.setattr(snapshot, "read_snapshot", counted_read)
+                result = runs.run_checkpoint(
+                    context,
+                    "nightly",
+                    runs.new_run_id("nightly", "test"),
+                    progress,
+                    expectation_parameters={KEY_LEDGER: {}},
+                )
+                # ...and GX kept that execution engine for the whole run.
+                assert source.get_execution_engine().engine is gx_engine
+        assert unpinned == [] and run.cache, "every fact came from the pinned snapshot"
+        assert progress.reported == list(CHECKPOINTS["nightly"])  # stored, in checkpoint order
+
+        probe = ContextProbe(name="probe")
+        assert gx_adapter.run_action(probe, context, result) == {"context": context}
+    finally:
+        store.dispose()
+
+
+@pytest.mark.parametrize(
+    "exception_info",
+    [
+        {"raised_exception": False, "exception_message": None, "exception_traceback": None},
+        {"raised_exception": True, "exception_message": "boom", "exception_traceback": "..."},
+        {"('table.row_count', ...)": {"raised_exception": True, "exception_message": "nested"}},
+    ],
+)
+def test_a_result_reads_the_same_as_a_gx_object_and_as_stored_json(exception_info):
+    """``rule_result`` reads both through ``.get``: GX's result classes are DictDots."""
+    result = ExpectationValidationResult(
+        success=True,
+        expectation_config=ExpectationConfiguration(
+            type="expect_activation_keys_to_be_paired",
+            kwargs={},
+            severity="warning",
+            meta={"rules": ["AC-24d"]},
+        ),
+        result={"observed_value": "both present", "details": {"message": "fine"}},
+        exception_info=exception_info,
+    )
+    read = rule_result(result)
+    assert read == rule_result(result.to_json_dict())
+    assert read.severity == "warning" and read.rules == ["AC-24d"]
+    assert read.success == (read.message == "fine")
