@@ -9,11 +9,14 @@
   construct reads the forms of CONTRACT §1; any other text would be compared as if it were
   one (``30/07/2026`` sorts after every 2026 date, ``…+02:00`` reads two hours late). Counted
   with :class:`kandev_dq.sql.dialect.recognised_utc_text`, pushed down as GLOB patterns.
+* **Instants no clock can have written** (CONTRACT §1 timestamps, both dialects):
+  ``infinity``, before 0001-01-02, after the run's clock plus a day
+  (:func:`kandev_dq.sql.clock_range.beyond_any_clock`); one statement per table.
 
-On SQLite one statement reads ``task_session_messages`` once for both (and one reads
-``task_session_subagents`` for its timestamps); PostgreSQL needs no timestamp scan (typed
-columns), and its metadata scan is skipped entirely when an earlier family of the same
-snapshot already located the unreadable rows.
+On SQLite one statement reads ``task_session_messages`` once for its text forms and metadata
+(and one reads ``task_session_subagents`` for its text forms); PostgreSQL needs no text-form
+scan (typed columns), and its metadata scan is skipped entirely when an earlier family of the
+same snapshot already located the unreadable rows.
 """
 
 from __future__ import annotations
@@ -22,9 +25,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq.contract.instants import KEY_RANGE, Instant, now_instant
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
-from kandev_dq.sql.dialect import at_or_after, before, instant_param, recognised_utc_text
+from kandev_dq.sql.clock_range import beyond_any_clock
+from kandev_dq.sql.dialect import recognised_utc_text
 from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
@@ -35,8 +38,6 @@ from kandev_dq.sql.messages import (
 )
 from kandev_dq.store.observe import observe_subagents
 
-#: How far past this run's own clock an instant may lie (clock skew between writer and check).
-FUTURE_TOLERANCE_NS = 24 * 3600 * 10**9
 #: The timestamp columns the rules compare, per table.
 TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
     task_session_messages.name: ("created_at", "updated_at"),
@@ -146,12 +147,8 @@ def _misread_sample(
 
 
 def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
-    """Instants no clock can have written (CONTRACT §1 timestamps): PostgreSQL's ``infinity``
-    and ``-infinity``, anything before the first comparable instant, anything after this run's
-    own clock plus a day (a row dated in year 9999). Read with the exact-instant constructs
-    (AC-24e); SQLite text in no recognised form is the other rule's, so it is left out here."""
-    horizon = instant_param("horizon", now_instant().shifted(FUTURE_TOLERANCE_NS))
-    earliest = instant_param("earliest", Instant.from_datetime(KEY_RANGE[0]))
+    """Instants no clock can have written, per compared column (CONTRACT §1 timestamps):
+    counted in one statement per table, named in a capped sample."""
     tables = [task_session_messages]
     if shape.table_exists:
         tables.append(subagents)
@@ -161,17 +158,13 @@ def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
         names = [
             n
             for n in TIMESTAMP_COLUMNS[table.name]
-            if n in table.c and (table is task_session_messages or n in shape.columns)
+            if table is task_session_messages or n in shape.columns
         ]
-        beyond = {n: _beyond(table.c[n], earliest, horizon) for n in names}
-        row = (
-            conn.execute(sa.select(*(_total(b).label(n) for n, b in beyond.items())))
-            .mappings()
-            .one()
-        )
-        for name, condition in beyond.items():
-            if row[name]:
-                by_column[f"{table.name}.{name}"] = int(row[name])
+        beyond = {n: beyond_any_clock(table.c[n]) for n in names}
+        row = conn.execute(sa.select(*(_total(b).label(n) for n, b in beyond.items())))
+        for name, count in row.mappings().one().items():
+            if count:
+                by_column[f"{table.name}.{name}"] = int(count)
                 samples.append(
                     sa.select(
                         sa.literal(table.name).label("table"),
@@ -179,18 +172,11 @@ def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
                         table.c.id,
                         sa.cast(table.c[name], sa.Text).label("value"),
                     )
-                    .where(condition)
+                    .where(beyond[name])
                     .order_by(table.c.id)
                 )
     sample: list[dict[str, Any]] = []
     for stmt in samples:
-        sample += sample_of(conn, stmt, _SAMPLE - len(sample)) if len(sample) < _SAMPLE else []
+        if len(sample) < _SAMPLE:
+            sample += sample_of(conn, stmt, _SAMPLE - len(sample))
     return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample}
-
-
-def _beyond(column, earliest: sa.BindParameter, horizon: sa.BindParameter) -> sa.ColumnElement:
-    return sa.and_(
-        column.is_not(None),
-        recognised_utc_text(column),
-        sa.or_(before(column, earliest), at_or_after(column, horizon)),
-    )
