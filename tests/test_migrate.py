@@ -34,8 +34,11 @@ from kandev_dq.contract.instants import (
     go_sqlite_text,
     parse_key,
 )
+from kandev_dq.migration import backfill as backfill_step
 from kandev_dq.migration import runner as migrate
+from kandev_dq.migration import schema_steps, transactions
 from kandev_dq.migration.runner import Status
+from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
 from tests.subagent_rows import (
@@ -139,7 +142,7 @@ def observe(target) -> SubagentsShape:
 
 def keys(target) -> dict[str, str | None]:
     with target.engine.connect() as conn:
-        return migrate.read_keys(conn)
+        return read_keys(conn)
 
 
 def fresh_shape(target) -> SubagentsShape:
@@ -187,7 +190,7 @@ def assert_end_state(target, report, *, through: str | None) -> dict:
     shape = observe(target)
     assert shape == fresh_shape(target)
     assert shape.end_state_holds and shape.foreign_keys_hold
-    assert migrate.REBUILD_TABLE not in table_names(target.engine)
+    assert schema.REBUILD_TABLE not in table_names(target.engine)
     found = keys(target)
     assert is_instant_key(found[EXECUTION_SINCE])
     assert is_instant_key(found[CAPTURE_SINCE])
@@ -429,7 +432,7 @@ def test_failed_rebuild_leaves_the_old_table_whole_and_retries(target, caplog):
     seed(target, _old_rows(target))
     rows_before, shape_before = subagent_rows(target.engine), observe(target)
 
-    with caplog.at_level(logging.WARNING, logger="kandev_dq.migration.runner"):
+    with caplog.at_level(logging.WARNING, logger="kandev_dq.migration"):
         report = run_migration(target, fail_on(_late_upgrade_statement(target)))
 
     assert not report.ok
@@ -444,7 +447,7 @@ def test_failed_rebuild_leaves_the_old_table_whole_and_retries(target, caplog):
     )
     assert observe(target) == shape_before
     assert subagent_rows(target.engine) == rows_before
-    assert migrate.REBUILD_TABLE not in table_names(target.engine)
+    assert schema.REBUILD_TABLE not in table_names(target.engine)
     assert keys(target) == dict.fromkeys((CAPTURE_SINCE, BACKFILL_THROUGH, EXECUTION_SINCE))
 
     retry = run_migration(target)
@@ -517,7 +520,7 @@ def test_upgrade_and_backfill_complete_in_one_run_in_order(target):
 def test_failed_backfill_writes_no_key_and_no_row_then_retries(target, caplog):
     base_store(target, "amended")
     seed(target, history)
-    with caplog.at_level(logging.WARNING, logger="kandev_dq.migration.runner"):
+    with caplog.at_level(logging.WARNING, logger="kandev_dq.migration"):
         report = run_migration(target, fail_on(BACKFILL_INSERT, after=True))
     assert report.status(migrate.STEP_BACKFILL) is Status.FAILED
     assert f"migration failed name={migrate.STEP_BACKFILL} error=" in caplog.text
@@ -550,7 +553,7 @@ def test_partial_pair_is_repaired_and_the_present_key_kept(target, present):
     seed(target, history)
     # What the old three-statement writer leaves: its insert committed, one key written.
     with target.engine.begin() as conn:
-        conn.execute(migrate.backfill_statement(target.dialect))
+        conn.execute(backfill_step.backfill_statement(target.dialect))
     rows_before = subagent_rows(target.engine)
     legacy = "2026-07-30T09:00:00Z"
     set_key(target.engine, present, legacy)
@@ -693,7 +696,8 @@ def test_written_keys_are_rfc3339_nano(target, monkeypatch):
         ),
     )
     fixed = Instant.from_epoch_ns(1_785_375_577_123_456_789)
-    monkeypatch.setattr(migrate, "now_instant", lambda: fixed)
+    for step_module in (schema_steps, backfill_step):  # execution_since and capture_since
+        monkeypatch.setattr(step_module, "now_instant", lambda: fixed)
     report = run_migration(target)
     assert report.ok
     found = keys(target)
@@ -1098,19 +1102,19 @@ def test_a_run_waits_for_the_lock_holder(target, caplog):
     holder_store = open_store(target.url, read_only=False)
     holder = holder_store.engine.connect()
     if target.dialect == "postgresql":
-        key = migrate.advisory_lock_key(holder)
+        key = transactions.advisory_lock_key(holder)
         holder.execute(sa.select(sa.func.pg_advisory_lock(sa.bindparam("k", key, sa.BigInteger))))
         holder.commit()
     else:
         holder.exec_driver_sql("BEGIN IMMEDIATE")
     result = {}
-    with caplog.at_level(logging.INFO, logger="kandev_dq.migration.runner"):
+    with caplog.at_level(logging.INFO, logger="kandev_dq.migration"):
         thread = threading.Thread(target=lambda: result.update(report=run_migration(target)))
         thread.start()
         deadline = time.monotonic() + 20
-        while migrate.WAITING_MESSAGE not in caplog.text and time.monotonic() < deadline:
+        while transactions.WAITING_MESSAGE not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.02)
-        waited = migrate.WAITING_MESSAGE in caplog.text
+        waited = transactions.WAITING_MESSAGE in caplog.text
         assert thread.is_alive()  # blocked behind the holder
         if target.dialect == "postgresql":
             holder.execute(

@@ -29,6 +29,7 @@ from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTI
 from kandev_dq.lab.sample import append_live_traffic, create_store, generate
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.migration import runner as migrate
+from kandev_dq.migration import schema_steps
 from kandev_dq.migration.runner import Status
 from kandev_dq.run.check import run_check
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
@@ -349,7 +350,7 @@ def test_a_hostile_constraint_name_is_quoted(pg_target):
     name holding SQL is dropped as a quoted identifier and nothing else happens."""
     pg_target.create_base(subagents="pre_amendment")
     evil = 'evil"; DROP TABLE kandev_meta; --'
-    names = migrate.two_column_unique_names
+    names = schema_steps.two_column_unique_names
     with pg_target.engine.begin() as conn:
         (auto,) = names(conn)
         quoted = conn.dialect.identifier_preparer.quote

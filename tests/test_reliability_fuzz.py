@@ -28,7 +28,8 @@ from kandev_dq.contract.instants import (
     parse_stored,
 )
 from kandev_dq.sql.dialect import recognised_utc_text, utc_instant
-from kandev_dq.sql.messages import subagent_messages, tolerating_unreadable_metadata
+from kandev_dq.sql.mapping import subagent_messages
+from kandev_dq.sql.messages import tolerating_unreadable_metadata
 from tests.subagent_rows import add_message, add_session
 
 # --- activation keys: near-miss garbage against an oracle --------------------------------------

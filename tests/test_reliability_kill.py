@@ -164,7 +164,7 @@ def _fork_migration(url: str, delay: float | None) -> tuple[bool, float]:
 def _stage(state: dict, before: dict, done: dict) -> str:
     """Check the invariants of a state the runner may leave; name the stage it reached."""
     shape, keys, rows = state["shape"], state["keys"], state["rows"]
-    assert migrate.REBUILD_TABLE not in state["tables"]
+    assert schema.REBUILD_TABLE not in state["tables"]
     assert keys[OTHER_KEY[0]] == OTHER_KEY[1]
     assert state["messages"] == before["messages"]
     amended = shape.end_state_holds

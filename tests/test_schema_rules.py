@@ -105,10 +105,10 @@ def test_half_amended_table_is_a_partial_upgrade(target, project):
 def test_leftover_rebuild_table_is_a_partial_upgrade(target, project):
     migrated(target)
     with target.engine.begin() as conn:
-        conn.exec_driver_sql(f"CREATE TABLE {migrate.REBUILD_TABLE} (id TEXT PRIMARY KEY)")
+        conn.exec_driver_sql(f"CREATE TABLE {schema.REBUILD_TABLE} (id TEXT PRIMARY KEY)")
     report = check(project, target, "post_migration")
     assert schema_failures(report) == {PARTIAL: "error"}
-    assert migrate.REBUILD_TABLE in result(report, PARTIAL).message
+    assert schema.REBUILD_TABLE in result(report, PARTIAL).message
 
 
 def test_absent_table_fails_every_schema_rule_without_crashing(target, project):

@@ -128,6 +128,9 @@ task_session_messages = sa.Table(
 BASE_TABLES = (kandev_meta, task_sessions, task_session_turns, task_session_messages)
 
 SUBAGENTS = "task_session_subagents"
+#: The name the SQLite rebuild (AC-33) gives the new table until it replaces the old one; a
+#: table of this name left behind is a partial migration (AC-33a).
+REBUILD_TABLE = f"{SUBAGENTS}__amended"
 SECONDARY_INDEXES = {
     "idx_subagents_session_id": ("task_session_id",),
     "idx_subagents_task_id": ("task_id",),

@@ -17,7 +17,13 @@ from kandev_dq.contract.instants import (
     parse_key,
     shown_key,
 )
-from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
+from kandev_dq.expectations.base import (
+    Finding,
+    KandevExpectation,
+    WindowedExpectation,
+    counted,
+    register_facts,
+)
 from kandev_dq.facts.activation import (
     STATES,
     activation_facts,
@@ -58,10 +64,12 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         if self.first_seen is None:
             return Finding(
-                False,
-                "no ledger",
-                f"no key ledger for this run: run it through `kandev-dq check` (which passes "
-                f"the {KEY_LEDGER} suite parameter) with a project `kandev-dq init` made",
+                success=False,
+                observed_value="no ledger",
+                message=(
+                    f"no key ledger for this run: run it through `kandev-dq check` (which passes "
+                    f"the {KEY_LEDGER} suite parameter) with a project `kandev-dq init` made"
+                ),
             )
         now = {key: shown_key(value) for key, value in facts["keys"].items()}  # as recorded
         changed = [
@@ -70,10 +78,18 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
             if now.get(key) != old
         ]
         if not changed:
-            return Finding(True, 0, "every key seen before still holds its first value")
+            return Finding(
+                success=True,
+                observed_value=0,
+                message="every key seen before still holds its first value",
+            )
         said = "; ".join(f"{c['key']}: {c['first_seen']!r} -> {c['now']!r}" for c in changed)
         return Finding(
-            False, len(changed), f"key rewritten or deleted: {said}", len(changed), changed
+            success=False,
+            observed_value=len(changed),
+            message=f"key rewritten or deleted: {said}",
+            unexpected_count=len(changed),
+            sample=changed,
         )
 
 
@@ -91,12 +107,23 @@ class ExpectBackfillThroughNotAfterCaptureSince(_ActivationExpectation):
         through = facts["described"][BACKFILL_THROUGH]
         capture = facts["described"][CAPTURE_SINCE]
         if through["kind"] != "instant" or capture["kind"] != "instant":
-            return Finding(True, "not comparable", "not both instants: nothing to order")
+            return Finding(
+                success=True,
+                observed_value="not comparable",
+                message="not both instants: nothing to order",
+            )
         later = parse_key(through["raw"]) > parse_key(capture["raw"])
         observed = {"backfill_through": through["raw"], "capture_since": capture["raw"]}
         if later:
-            return Finding(False, observed, "backfill_through is later than capture_since", 1)
-        return Finding(True, observed, "backfill_through precedes capture_since")
+            return Finding(
+                success=False,
+                observed_value=observed,
+                message="backfill_through is later than capture_since",
+                unexpected_count=1,
+            )
+        return Finding(
+            success=True, observed_value=observed, message="backfill_through precedes capture_since"
+        )
 
 
 class ExpectActivationKeysToBePaired(_ActivationExpectation):
@@ -113,13 +140,18 @@ class ExpectActivationKeysToBePaired(_ActivationExpectation):
         present = {k: facts["keys"][k] is not None for k in (CAPTURE_SINCE, BACKFILL_THROUGH)}
         if len(set(present.values())) == 1:
             word = "both present" if present[CAPTURE_SINCE] else "both absent"
-            return Finding(True, word, f"the backfill key pair is {word}")
+            return Finding(
+                success=True, observed_value=word, message=f"the backfill key pair is {word}"
+            )
         missing = next(k for k, here in present.items() if not here)
         return Finding(
-            False,
-            f"only {next(k for k, here in present.items() if here)}",
-            f"partial key pair: {missing} is missing; the next `kandev-dq migrate` run repairs it",
-            1,
+            success=False,
+            observed_value=f"only {next(k for k, here in present.items() if here)}",
+            message=(
+                f"partial key pair: {missing} is missing; the next `kandev-dq migrate` run "
+                "repairs it"
+            ),
+            unexpected_count=1,
         )
 
 
@@ -138,12 +170,25 @@ class ExpectActivationStateToBeInSet(_ActivationExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         unknown = set(self.accepted_states) - set(STATES)
         if unknown:
-            return Finding(False, facts["state"], f"unknown state(s) accepted: {sorted(unknown)}")
+            return Finding(
+                success=False,
+                observed_value=facts["state"],
+                message=f"unknown state(s) accepted: {sorted(unknown)}",
+            )
         state = facts["state"]
         accepted = ", ".join(self.accepted_states)
         if state in self.accepted_states:
-            return Finding(True, state, f"state {state} is accepted ({accepted})")
-        return Finding(False, state, f"state {state} is not accepted ({accepted})", 1)
+            return Finding(
+                success=True,
+                observed_value=state,
+                message=f"state {state} is accepted ({accepted})",
+            )
+        return Finding(
+            success=False,
+            observed_value=state,
+            message=f"state {state} is not accepted ({accepted})",
+            unexpected_count=1,
+        )
 
 
 class ExpectExecutionSinceOnlyOnAmendedSchema(_ActivationExpectation):
@@ -161,9 +206,16 @@ class ExpectExecutionSinceOnlyOnAmendedSchema(_ActivationExpectation):
         if present and not facts["amended"]:
             why = "; ".join(facts["schema_findings"]) or "the table is missing"
             return Finding(
-                False, "key present, schema not amended", f"execution_since present but {why}", 1
+                success=False,
+                observed_value="key present, schema not amended",
+                message=f"execution_since present but {why}",
+                unexpected_count=1,
             )
-        return Finding(True, "consistent", "execution_since agrees with the live schema")
+        return Finding(
+            success=True,
+            observed_value="consistent",
+            message="execution_since agrees with the live schema",
+        )
 
 
 class ExpectExecutionSinceNotPendingSelfHeal(_ActivationExpectation):
@@ -180,12 +232,14 @@ class ExpectExecutionSinceNotPendingSelfHeal(_ActivationExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["amended"] and facts["keys"][EXECUTION_SINCE] is None:
             return Finding(
-                False,
-                "self-heal pending",
-                "self-heal pending: the next `kandev-dq migrate` run writes execution_since",
-                1,
+                success=False,
+                observed_value="self-heal pending",
+                message=(
+                    "self-heal pending: the next `kandev-dq migrate` run writes execution_since"
+                ),
+                unexpected_count=1,
             )
-        return Finding(True, "consistent", "no self-heal pending")
+        return Finding(success=True, observed_value="consistent", message="no self-heal pending")
 
 
 class ExpectActivationKeysToBeWellFormed(_ActivationExpectation):
@@ -207,8 +261,16 @@ class ExpectActivationKeysToBeWellFormed(_ActivationExpectation):
         observed = {name: d["kind"] for name, d in facts["described"].items()}
         if bad:
             said = "; ".join(f"{b['key']}: {b['error']}" for b in bad)
-            return Finding(False, observed, f"malformed key: {said}", len(bad), bad)
-        return Finding(True, observed, "every present key is well formed")
+            return Finding(
+                success=False,
+                observed_value=observed,
+                message=f"malformed key: {said}",
+                unexpected_count=len(bad),
+                sample=bad,
+            )
+        return Finding(
+            success=True, observed_value=observed, message="every present key is well formed"
+        )
 
 
 def _second_precision_keys(facts: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -249,13 +311,19 @@ class ExpectNewKeysToCarrySubsecondPrecision(_ActivationExpectation):
         amended, _ = _second_precision_keys(facts)
         if amended:
             return Finding(
-                False,
-                amended,
-                f"second-precision key(s) {', '.join(amended)} written by the amended build, "
-                "which must write RFC3339Nano",
-                len(amended),
+                success=False,
+                observed_value=amended,
+                message=(
+                    f"second-precision key(s) {', '.join(amended)} written by the amended build, "
+                    "which must write RFC3339Nano"
+                ),
+                unexpected_count=len(amended),
             )
-        return Finding(True, [], "every key written by the amended build is sub-second")
+        return Finding(
+            success=True,
+            observed_value=[],
+            message="every key written by the amended build is sub-second",
+        )
 
 
 class ExpectLegacyKeysToBeDisclosed(_ActivationExpectation):
@@ -270,13 +338,15 @@ class ExpectLegacyKeysToBeDisclosed(_ActivationExpectation):
         _, legacy = _second_precision_keys(facts)
         if legacy:
             return Finding(
-                False,
-                legacy,
-                f"legacy second-precision key(s) {', '.join(legacy)}: up to 1 s of boundary "
-                "ambiguity, a disclosed limitation (seed point 5); never rewrite them",
-                len(legacy),
+                success=False,
+                observed_value=legacy,
+                message=(
+                    f"legacy second-precision key(s) {', '.join(legacy)}: up to 1 s of boundary "
+                    "ambiguity, a disclosed limitation (seed point 5); never rewrite them"
+                ),
+                unexpected_count=len(legacy),
             )
-        return Finding(True, [], "no legacy second-precision key")
+        return Finding(success=True, observed_value=[], message="no legacy second-precision key")
 
 
 class ExpectBackfillThroughToCoverQualifyingMessages(_ActivationExpectation):
@@ -329,10 +399,8 @@ class ExpectNoBackfillRowsAfterBackfillThrough(_ActivationExpectation):
         )
 
 
-class _SentinelExpectation(KandevExpectation):
+class _SentinelExpectation(WindowedExpectation):
     facts: ClassVar[str] = SENTINEL_BACKFILL
-    window_minutes: float = 10.0
-    success_keys: ClassVar[tuple[str, ...]] = ("window_minutes",)
 
 
 class ExpectNoBackfillRowsUnderSentinel(_SentinelExpectation):
@@ -345,7 +413,11 @@ class ExpectNoBackfillRowsUnderSentinel(_SentinelExpectation):
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["sentinel"]:
-            return Finding(True, "not the sentinel", "backfill_through is not ''")
+            return Finding(
+                success=True,
+                observed_value="not the sentinel",
+                message="backfill_through is not ''",
+            )
         return counted(
             facts.get("outside_window"),
             "backfill row(s) on a store whose backfill matched nothing",
@@ -364,7 +436,11 @@ class ExpectNoBackfillRowsInsideSentinelWindow(_SentinelExpectation):
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["sentinel"]:
-            return Finding(True, "not the sentinel", "backfill_through is not ''")
+            return Finding(
+                success=True,
+                observed_value="not the sentinel",
+                message="backfill_through is not ''",
+            )
         return counted(
             facts.get("inside_window"),
             "backfill row(s) just before capture_since under the '' sentinel",
@@ -388,4 +464,10 @@ class ExpectPopulationToBeDisclosed(KandevExpectation):
         population = facts["population"]
         total = sum(row["rows"] for row in population)
         message = f"{total} rows in {len(population)} population cell(s)"
-        return Finding(True, population, message, None, population)
+        return Finding(
+            success=True,
+            observed_value=population,
+            message=message,
+            unexpected_count=None,
+            sample=population,
+        )

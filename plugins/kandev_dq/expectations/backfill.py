@@ -3,9 +3,10 @@ its message should have produced, one field family per rule, plus the rows that 
 exist (AC-21a), the AC-21b winner, a backfill row relabelled live (AC-1) and a notice saying
 when the comparison had nothing to compare.
 
-All rules read one family of facts (:mod:`kandev_dq.facts.backfill`), built from the migration
-runner's own mapping; a drifted row (merged by a live frame, or its message updated after the
-backfill) is compared on its write-once fields only, and the notice discloses how many.
+All rules read one family of facts (:mod:`kandev_dq.facts.backfill`), built from the mapping
+the migration runner inserts (:mod:`kandev_dq.sql.mapping`); a drifted row (merged by a live
+frame, or its message updated after the backfill) is compared on its write-once fields only,
+and the notice discloses how many.
 """
 
 from __future__ import annotations
@@ -14,17 +15,20 @@ from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
 
-from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
+from kandev_dq.expectations.base import (
+    Finding,
+    WindowedExpectation,
+    counted,
+    register_facts,
+)
 from kandev_dq.facts.backfill import backfill_facts
 
 BACKFILL = register_facts("kandev.backfill_facts", backfill_facts, ("window_minutes",))
 NOTICE = "expect_backfill_reconciliation_not_vacuous"
 
 
-class _BackfillExpectation(KandevExpectation):
+class _BackfillExpectation(WindowedExpectation):
     facts: ClassVar[str] = BACKFILL
-    window_minutes: float = 10.0
-    success_keys: ClassVar[tuple[str, ...]] = ("window_minutes",)
     family: ClassVar[str] = ""
     noun: ClassVar[str] = ""
     fix: ClassVar[str] = ""
@@ -32,10 +36,16 @@ class _BackfillExpectation(KandevExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["evaluable"]:
             return Finding(
-                True, "not evaluated", f"not evaluated: {facts['reason']} (see {NOTICE})"
+                success=True,
+                observed_value="not evaluated",
+                message=f"not evaluated: {facts['reason']} (see {NOTICE})",
             )
         if not facts["backfill_rows"] and self.family != "relabelled":
-            return Finding(True, 0, f"no backfill rows: nothing to compare (see {NOTICE})")
+            return Finding(
+                success=True,
+                observed_value=0,
+                message=f"no backfill rows: nothing to compare (see {NOTICE})",
+            )
         return counted(facts["families"][self.family], self.noun, self.fix)
 
 
@@ -56,7 +66,12 @@ class ExpectBackfillReconciliationNotVacuous(_BackfillExpectation):
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["evaluable"]:
-            return Finding(False, "not evaluated", f"not evaluated: {facts['reason']}", 1)
+            return Finding(
+                success=False,
+                observed_value="not evaluated",
+                message=f"not evaluated: {facts['reason']}",
+                unexpected_count=1,
+            )
         observed = {
             "expected_rows": facts["expected_rows"],
             "backfill_rows": facts["backfill_rows"],
@@ -67,21 +82,30 @@ class ExpectBackfillReconciliationNotVacuous(_BackfillExpectation):
             observed["note"] = "pre-amendment table: agent_execution_id read as 'unknown'"
         if facts["expected_rows"] and not facts["backfill_rows"]:
             return Finding(
-                False,
-                observed,
-                f"{facts['expected_rows']} message key(s) the backfill maps, but no backfill "
-                "row: every reconciliation rule passes vacuously",
-                facts["expected_rows"],
+                success=False,
+                observed_value=observed,
+                message=(
+                    f"{facts['expected_rows']} message key(s) the backfill maps, but no backfill "
+                    "row: every reconciliation rule passes vacuously"
+                ),
+                unexpected_count=facts["expected_rows"],
             )
         if not facts["expected_rows"] and not facts["backfill_rows"]:
-            return Finding(True, observed, "no qualifying message and no backfill row")
+            return Finding(
+                success=True,
+                observed_value=observed,
+                message="no qualifying message and no backfill row",
+            )
         drifted = facts["write_once_fields_only"]
         tail = f", {drifted} drifted row(s) on write-once fields only" if drifted else ""
         return Finding(
-            True,
-            observed,
-            f"{facts['backfill_rows']} backfill row(s) against {facts['expected_rows']} mapped "
-            f"key(s): {facts['compared_in_full']} compared in full{tail}",
+            success=True,
+            observed_value=observed,
+            message=(
+                f"{facts['backfill_rows']} backfill row(s) against {facts['expected_rows']} "
+                "mapped "
+                f"key(s): {facts['compared_in_full']} compared in full{tail}"
+            ),
         )
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from great_expectations.compatibility import pydantic
 from great_expectations.execution_engine import SqlAlchemyExecutionEngine
 from great_expectations.expectations.expectation import BatchExpectation
 from great_expectations.expectations.metadata_types import FailureSeverity
@@ -60,7 +61,7 @@ def register_facts(
     return name
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Finding:
     """One rule's verdict on one snapshot."""
 
@@ -77,7 +78,13 @@ def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
     part = facts_part or {"count": 0, "sample": []}
     count = part["count"]
     message = f"no {noun}" if not count else f"{count} {noun}; {fix}"
-    return Finding(count == 0, count, message, count, part["sample"])
+    return Finding(
+        success=count == 0,
+        observed_value=count,
+        message=message,
+        unexpected_count=count,
+        sample=part["sample"],
+    )
 
 
 #: JSON a result's sample may take: with every value already cut in SQL to ~260 characters,
@@ -274,3 +281,17 @@ def exception_message(result) -> str | None:
         if isinstance(value, dict) and value.get("raised_exception"):
             return str(value.get("exception_message")).splitlines()[0]
     return None
+
+
+class WindowedExpectation(KandevExpectation):
+    """A rule that tolerates writes shortly before ``capture_since``: a message committed
+    between the backfill's snapshot and the ``capture_since`` sample (AC-24 point 4, AC-24f).
+    The window is validated when the expectation is built, as GX core declares its fields."""
+
+    window_minutes: float = pydantic.Field(
+        default=10.0,
+        gt=0,
+        le=24 * 60,
+        description="Minutes before capture_since in which an upgrade's writes are tolerated.",
+    )
+    success_keys: ClassVar[tuple[str, ...]] = ("window_minutes",)

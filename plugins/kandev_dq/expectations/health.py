@@ -28,12 +28,18 @@ class _HealthExpectation(KandevExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["not_run"] is not None:
             return Finding(
-                True,
-                "not run",
-                f"not run: {facts['not_run']} (AC-28a); reported by the writer-shortfall rule",
+                success=True,
+                observed_value="not run",
+                message=(
+                    f"not run: {facts['not_run']} (AC-28a); reported by the writer-shortfall rule"
+                ),
             )
         if self.needs_rows and not facts["table_exists"]:
-            return Finding(True, "not applicable", "task_session_subagents is missing: no rows")
+            return Finding(
+                success=True,
+                observed_value="not applicable",
+                message="task_session_subagents is missing: no rows",
+            )
         return self.judge_compared(facts)
 
     def judge_compared(self, facts: dict[str, Any]) -> Finding:
@@ -68,10 +74,12 @@ class ExpectNoWriterShortfallSinceCaptureSince(_HealthExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["not_run"] is not None:
             return Finding(
-                False,
-                "not run",
-                f"writer health not compared: {facts['not_run']}; without capture_since the "
-                "comparison does not run (AC-28a) and the writer cannot be cleared",
+                success=False,
+                observed_value="not run",
+                message=(
+                    f"writer health not compared: {facts['not_run']}; without capture_since the "
+                    "comparison does not run (AC-28a) and the writer cannot be cleared"
+                ),
                 details={"capture_since": facts["capture_since"]},
             )
         part = facts["shortfall"]
@@ -81,11 +89,11 @@ class ExpectNoWriterShortfallSinceCaptureSince(_HealthExpectation):
             details["table_exists"] = False
         if not count:
             return Finding(
-                True,
-                0,
-                f"every one of {facts['qualifying_keys']} qualifying key(s) since "
+                success=True,
+                observed_value=0,
+                message=f"every one of {facts['qualifying_keys']} qualifying key(s) since "
                 f"{facts['since']} has a row",
-                0,
+                unexpected_count=0,
                 details=details,
             )
         where = (
@@ -94,13 +102,16 @@ class ExpectNoWriterShortfallSinceCaptureSince(_HealthExpectation):
             else "the live writer is stopped or failing"
         )
         return Finding(
-            False,
-            count,
-            f"{count} of {facts['qualifying_keys']} qualifying (task_session_id, tool_call_id) "
-            f"key(s) since {facts['since']} have no subagent row: {where}",
-            count,
-            part["sample"],
-            details,
+            success=False,
+            observed_value=count,
+            message=(
+                f"{count} of {facts['qualifying_keys']} qualifying (task_session_id, "
+                "tool_call_id) "
+                f"key(s) since {facts['since']} have no subagent row: {where}"
+            ),
+            unexpected_count=count,
+            sample=part["sample"],
+            details=details,
         )
 
 
@@ -123,14 +134,19 @@ class ExpectNoWriterExcessSinceCaptureSince(_HealthExpectation):
         part = facts["excess"]
         count = part["count"]
         if not count:
-            return Finding(True, 0, f"every row key since {facts['since']} has a message", 0)
+            return Finding(
+                success=True,
+                observed_value=0,
+                message=f"every row key since {facts['since']} has a message",
+                unexpected_count=0,
+            )
         return Finding(
-            False,
-            count,
-            f"{count} subagent row key(s) observed since {facts['since']} have no subagent "
+            success=False,
+            observed_value=count,
+            message=f"{count} subagent row key(s) observed since {facts['since']} have no subagent "
             "message since then (a failed message write or a boundary straddle; not an alarm)",
-            count,
-            part["sample"],
+            unexpected_count=count,
+            sample=part["sample"],
         )
 
 
@@ -154,14 +170,22 @@ class ExpectNoCrossExecutionCollisionsSinceCaptureSince(_HealthExpectation):
         said = f"{part['rows']} row(s) over {part['keys']} key(s) since {facts['since']}"
         details = {"rows": part["rows"], "keys": part["keys"]}
         if not count:
-            return Finding(True, 0, f"no collisions: {said}", 0, details=details)
+            return Finding(
+                success=True,
+                observed_value=0,
+                message=f"no collisions: {said}",
+                unexpected_count=0,
+                details=details,
+            )
         return Finding(
-            False,
-            count,
-            f"{count} cross-execution collision(s): {said} (legitimate under AC-32, disclosed)",
-            count,
-            part["sample"],
-            details,
+            success=False,
+            observed_value=count,
+            message=(
+                f"{count} cross-execution collision(s): {said} (legitimate under AC-32, disclosed)"
+            ),
+            unexpected_count=count,
+            sample=part["sample"],
+            details=details,
         )
 
 
@@ -182,21 +206,25 @@ class ExpectWriterToHaveWrittenSinceCaptureSince(_HealthExpectation):
     def judge_compared(self, facts: dict[str, Any]) -> Finding:
         latest = facts["latest_observed_at"]
         if latest is not None:
-            return Finding(True, latest, f"latest subagent observed at {latest}")
+            return Finding(
+                success=True, observed_value=latest, message=f"latest subagent observed at {latest}"
+            )
         qualifying = facts["qualifying_keys"]
         if not qualifying:
             return Finding(
-                True,
-                None,
-                f"no row since {facts['since']}, and no qualifying message either "
+                success=True,
+                observed_value=None,
+                message=f"no row since {facts['since']}, and no qualifying message either "
                 "(judged by the subagent-activity rule)",
             )
         return Finding(
-            False,
-            None,
-            f"MAX(observed_at) since {facts['since']} is NULL while {qualifying} qualifying "
-            "key(s) exist: the writer has produced nothing since activation",
-            qualifying,
+            success=False,
+            observed_value=None,
+            message=(
+                f"MAX(observed_at) since {facts['since']} is NULL while {qualifying} qualifying "
+                "key(s) exist: the writer has produced nothing since activation"
+            ),
+            unexpected_count=qualifying,
         )
 
 
@@ -215,10 +243,14 @@ class ExpectSubagentActivitySinceCaptureSince(_HealthExpectation):
     def judge_compared(self, facts: dict[str, Any]) -> Finding:
         latest = facts["latest_observed_at"]
         if latest is not None:
-            return Finding(True, latest, f"latest subagent observed at {latest}")
+            return Finding(
+                success=True, observed_value=latest, message=f"latest subagent observed at {latest}"
+            )
         if facts["qualifying_keys"]:
             return Finding(
-                True, None, "no row since capture_since; judged by the writer-has-written rule"
+                success=True,
+                observed_value=None,
+                message="no row since capture_since; judged by the writer-has-written rule",
             )
         skipped_messages = facts["subagent_messages"]
         extra = (
@@ -227,9 +259,9 @@ class ExpectSubagentActivitySinceCaptureSince(_HealthExpectation):
             else ""
         )
         return Finding(
-            False,
-            None,
-            f"no subagent activity since {facts['since']}: MAX(observed_at) is NULL and no "
+            success=False,
+            observed_value=None,
+            message=f"no subagent activity since {facts['since']}: MAX(observed_at) is NULL and no "
             f"qualifying message exists{extra}; the writer is unproven, not healthy",
-            1,
+            unexpected_count=1,
         )

@@ -52,13 +52,18 @@ class _RowExpectation(KandevExpectation):
     def not_applicable(self, facts: dict[str, Any]) -> Finding | None:
         if not facts["table_exists"]:
             return Finding(
-                True, "not applicable", "task_session_subagents is missing: no rows to judge"
+                success=True,
+                observed_value="not applicable",
+                message="task_session_subagents is missing: no rows to judge",
             )
         if self.needs_execution_column and not facts["amended"]:
             return Finding(
-                True,
-                "not applicable",
-                "pre-amendment table: no agent_execution_id column to judge (see the schema rules)",
+                success=True,
+                observed_value="not applicable",
+                message=(
+                    "pre-amendment table: no agent_execution_id column to judge (see the schema "
+                    "rules)"
+                ),
             )
         return None
 
@@ -96,16 +101,23 @@ class ExpectSubagentKeyToBeUnique(_RowExpectation):
         key = "(" + ", ".join(facts["key"]) + ")"
         note = "" if facts["amended"] else " (pre-amendment table: its two-column key)"
         if not part["count"]:
-            return Finding(True, 0, f"one row per {key}{note}", 0)
+            return Finding(
+                success=True,
+                observed_value=0,
+                message=f"one row per {key}{note}",
+                unexpected_count=0,
+            )
         keys = part["keys"]
         return Finding(
-            False,
-            keys,
-            f"{keys} key(s) {key} hold {part['count']} rows{note}: the UNIQUE constraint is "
-            "missing or bypassed",
-            keys,
-            part["sample"],
-            {"rows": part["count"]},
+            success=False,
+            observed_value=keys,
+            message=(
+                f"{keys} key(s) {key} hold {part['count']} rows{note}: the UNIQUE constraint is "
+                "missing or bypassed"
+            ),
+            unexpected_count=keys,
+            sample=part["sample"],
+            details={"rows": part["count"]},
         )
 
 
@@ -312,16 +324,24 @@ class ExpectSubagentRowsWhenQualifyingMessagesExist(_RowExpectation):
         observed = {"rows": facts["rows"], "qualifying_messages": facts["qualifying_messages"]}
         if facts["rows"]:
             # Messages are read only for an empty table: a non-empty one needs no comparison.
-            return Finding(True, {"rows": facts["rows"]}, f"{facts['rows']} subagent row(s)")
+            return Finding(
+                success=True,
+                observed_value={"rows": facts["rows"]},
+                message=f"{facts['rows']} subagent row(s)",
+            )
         if not facts["qualifying_messages"]:
-            return Finding(True, observed, "no rows, and no qualifying message either")
+            return Finding(
+                success=True,
+                observed_value=observed,
+                message="no rows, and no qualifying message either",
+            )
         where = "the table is missing" if not facts["table_exists"] else "the table is empty"
         return Finding(
-            False,
-            observed,
-            f"{facts['qualifying_messages']} qualifying subagent message(s) but {where}: "
+            success=False,
+            observed_value=observed,
+            message=f"{facts['qualifying_messages']} qualifying subagent message(s) but {where}: "
             "not backfilled and not written",
-            facts["qualifying_messages"],
+            unexpected_count=facts["qualifying_messages"],
         )
 
 
@@ -347,13 +367,15 @@ class ExpectCompletedRowsToReportMetrics(_RowExpectation):
         observed = {"completed_rows": completed, "without_metrics": bare}
         if not completed or bare < completed:
             return Finding(
-                True, observed, f"{bare} of {completed} completed row(s) report no metric"
+                success=True,
+                observed_value=observed,
+                message=f"{bare} of {completed} completed row(s) report no metric",
             )
         return Finding(
-            False,
-            observed,
-            f"none of {completed} completed row(s) reports any metric: the writer may be "
+            success=False,
+            observed_value=observed,
+            message=f"none of {completed} completed row(s) reports any metric: the writer may be "
             "dropping every metric (the metric rules cannot notice)",
-            bare,
-            part["sample"],
+            unexpected_count=bare,
+            sample=part["sample"],
         )

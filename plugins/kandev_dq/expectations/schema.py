@@ -22,7 +22,10 @@ class _SchemaExpectation(KandevExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["table_exists"]:
             return Finding(
-                False, "table absent", f"{facts['table']} does not exist: this cannot hold", 1
+                success=False,
+                observed_value="table absent",
+                message=f"{facts['table']} does not exist: this cannot hold",
+                unexpected_count=1,
             )
         return self.judge_table(facts)
 
@@ -40,12 +43,16 @@ class ExpectSubagentsTableToExist(KandevExpectation):
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["table_exists"]:
-            return Finding(True, facts["shape"], f"{facts['table']} exists ({facts['shape']})")
+            return Finding(
+                success=True,
+                observed_value=facts["shape"],
+                message=f"{facts['table']} exists ({facts['shape']})",
+            )
         return Finding(
-            False,
-            "absent",
-            f"{facts['table']} does not exist; run `kandev-dq migrate` (AC-17)",
-            1,
+            success=False,
+            observed_value="absent",
+            message=f"{facts['table']} does not exist; run `kandev-dq migrate` (AC-17)",
+            unexpected_count=1,
         )
 
 
@@ -59,9 +66,18 @@ class ExpectExecutionColumnToBeNotNull(_SchemaExpectation):
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         column = facts["execution_column"]
         if facts["clause_1"]:
-            return Finding(True, column, "agent_execution_id is present and NOT NULL")
+            return Finding(
+                success=True,
+                observed_value=column,
+                message="agent_execution_id is present and NOT NULL",
+            )
         why = "is missing" if not column["present"] else "is nullable"
-        return Finding(False, column, f"agent_execution_id {why} (AC-33 clause 1)", 1)
+        return Finding(
+            success=False,
+            observed_value=column,
+            message=f"agent_execution_id {why} (AC-33 clause 1)",
+            unexpected_count=1,
+        )
 
 
 class ExpectThreeColumnUniqueKey(_SchemaExpectation):
@@ -76,9 +92,18 @@ class ExpectThreeColumnUniqueKey(_SchemaExpectation):
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         keys = facts["unique_keys"]
         if facts["clause_2"]:
-            return Finding(True, keys, "the three-column UNIQUE exists in the contract's order")
+            return Finding(
+                success=True,
+                observed_value=keys,
+                message="the three-column UNIQUE exists in the contract's order",
+            )
         wanted = ", ".join(schema.AMENDED_UNIQUE)
-        return Finding(False, keys, f"no UNIQUE({wanted}) in that column order (AC-33 clause 2)", 1)
+        return Finding(
+            success=False,
+            observed_value=keys,
+            message=f"no UNIQUE({wanted}) in that column order (AC-33 clause 2)",
+            unexpected_count=1,
+        )
 
 
 class ExpectNoTwoColumnUniqueKey(_SchemaExpectation):
@@ -91,9 +116,16 @@ class ExpectNoTwoColumnUniqueKey(_SchemaExpectation):
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         keys = facts["unique_keys"]
         if not facts["two_column_unique_remains"]:
-            return Finding(True, keys, "no two-column UNIQUE is left")
+            return Finding(
+                success=True, observed_value=keys, message="no two-column UNIQUE is left"
+            )
         cols = ", ".join(schema.PRE_AMENDMENT_UNIQUE)
-        return Finding(False, keys, f"UNIQUE({cols}) remains (AC-33 clause 3)", 1)
+        return Finding(
+            success=False,
+            observed_value=keys,
+            message=f"UNIQUE({cols}) remains (AC-33 clause 3)",
+            unexpected_count=1,
+        )
 
 
 class ExpectSecondaryIndexesAsFreshStore(_SchemaExpectation):
@@ -115,12 +147,16 @@ class ExpectSecondaryIndexesAsFreshStore(_SchemaExpectation):
             kind = ("partial " if found["partial"] else "") + ("unique " if found["unique"] else "")
             problems.append(f"{name} is {kind}on ({', '.join(found['columns'])})")
         if not problems:
-            return Finding(True, indexes, "the three secondary indexes are as fresh" + note)
+            return Finding(
+                success=True,
+                observed_value=indexes,
+                message="the three secondary indexes are as fresh" + note,
+            )
         return Finding(
-            False,
-            indexes,
-            "; ".join(problems) + " (AC-33 clause 4)" + note,
-            len(problems),
+            success=False,
+            observed_value=indexes,
+            message="; ".join(problems) + " (AC-33 clause 4)" + note,
+            unexpected_count=len(problems),
         )
 
 
@@ -140,8 +176,15 @@ class ExpectNoPartialSubagentsUpgrade(KandevExpectation):
         if facts["table_exists"] and not (facts["clauses_1_to_3"] or facts["pure_pre_amendment"]):
             problems.append(f"{facts['table']} is {facts['shape']}")
         if problems:
-            return Finding(False, facts["shape"], "; ".join(problems) + " (AC-33a)", len(problems))
-        return Finding(True, facts["shape"], "no partial upgrade is visible")
+            return Finding(
+                success=False,
+                observed_value=facts["shape"],
+                message="; ".join(problems) + " (AC-33a)",
+                unexpected_count=len(problems),
+            )
+        return Finding(
+            success=True, observed_value=facts["shape"], message="no partial upgrade is visible"
+        )
 
 
 class ExpectSessionForeignKeyToCascade(_SchemaExpectation):
@@ -154,14 +197,23 @@ class ExpectSessionForeignKeyToCascade(_SchemaExpectation):
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         fks = facts["foreign_keys"]
         if facts["session_fk_cascades"]:
-            return Finding(True, fks, "the session foreign key cascades on delete")
+            return Finding(
+                success=True,
+                observed_value=fks,
+                message="the session foreign key cascades on delete",
+            )
         session = [fk for fk in fks if fk["columns"] == ["task_session_id"]]
         why = (
             f"it is ON DELETE {session[0]['on_delete']}"
             if session
             else "there is no foreign key on task_session_id"
         )
-        return Finding(False, fks, f"no cascading session foreign key: {why} (AC-16)", 1)
+        return Finding(
+            success=False,
+            observed_value=fks,
+            message=f"no cascading session foreign key: {why} (AC-16)",
+            unexpected_count=1,
+        )
 
 
 class ExpectNoForeignKeyOnTurnOrExecution(_SchemaExpectation):
@@ -175,6 +227,15 @@ class ExpectNoForeignKeyOnTurnOrExecution(_SchemaExpectation):
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         forbidden = facts["forbidden_foreign_keys"]
         if not forbidden:
-            return Finding(True, facts["foreign_keys"], "no foreign key on turn_id or execution id")
+            return Finding(
+                success=True,
+                observed_value=facts["foreign_keys"],
+                message="no foreign key on turn_id or execution id",
+            )
         said = "; ".join(f"({', '.join(fk['columns'])}) -> {fk['references']}" for fk in forbidden)
-        return Finding(False, forbidden, f"forbidden foreign key(s): {said}", len(forbidden))
+        return Finding(
+            success=False,
+            observed_value=forbidden,
+            message=f"forbidden foreign key(s): {said}",
+            unexpected_count=len(forbidden),
+        )

@@ -39,15 +39,23 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
         part = facts["metadata"]
         count = part["count"]
         if not count:
-            return Finding(True, 0, "every message's metadata is JSON, NULL, '' or 'null'", 0)
+            return Finding(
+                success=True,
+                observed_value=0,
+                message="every message's metadata is JSON, NULL, '' or 'null'",
+                unexpected_count=0,
+            )
         return Finding(
-            False,
-            count,
-            f"{count} message(s) hold metadata that is not JSON: read as {{}} on both dialects "
-            "(AC-23b), so the backfill skips them and writer health cannot see them; a "
-            "subagent among them goes unrecorded and unchecked. Rewrite them as JSON",
-            count,
-            part["sample"],
+            success=False,
+            observed_value=count,
+            message=(
+                f"{count} message(s) hold metadata that is not JSON: read as {{}} on both "
+                "dialects "
+                "(AC-23b), so the backfill skips them and writer health cannot see them; a "
+                "subagent among them goes unrecorded and unchecked. Rewrite them as JSON"
+            ),
+            unexpected_count=count,
+            sample=part["sample"],
         )
 
 
@@ -73,23 +81,30 @@ class ExpectTimestampsInRecognisedUtcForm(KandevExpectation):
         part = facts["timestamps"]
         if not part["applicable"]:
             return Finding(
-                True,
-                "not applicable",
-                f"{facts['dialect']} TIMESTAMP columns hold typed values: no text to misread",
+                success=True,
+                observed_value="not applicable",
+                message=(
+                    f"{facts['dialect']} TIMESTAMP columns hold typed values: no text to misread"
+                ),
             )
         count = part["count"]
         if not count:
-            return Finding(True, 0, "every compared timestamp is in a recognised UTC form", 0)
+            return Finding(
+                success=True,
+                observed_value=0,
+                message="every compared timestamp is in a recognised UTC form",
+                unexpected_count=0,
+            )
         where = ", ".join(f"{column}: {n}" for column, n in part["by_column"].items())
         return Finding(
-            False,
-            part["by_column"],
-            f"{count} timestamp value(s) in no recognised UTC text form ({where}): the "
+            success=False,
+            observed_value=part["by_column"],
+            message=f"{count} timestamp value(s) in no recognised UTC text form ({where}): the "
             "exact-instant construct would misread them, so their comparisons with the keys "
             "and with other columns are unreliable (AC-24e); rewrite them in a CONTRACT §1 "
             "form (e.g. 2026-07-30 01:39:37.271235+00:00)",
-            count,
-            part["sample"],
+            unexpected_count=count,
+            sample=part["sample"],
         )
 
 

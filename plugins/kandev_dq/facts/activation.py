@@ -13,7 +13,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.instants import (
-    ACTIVATION_KEYS,
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
@@ -23,30 +22,16 @@ from kandev_dq.contract.instants import (
     Precision,
     read_key,
 )
-from kandev_dq.contract.tables import UNKNOWN_EXECUTION, kandev_meta, subagents
+from kandev_dq.contract.tables import UNKNOWN_EXECUTION, subagents
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
-from kandev_dq.sql.messages import (
-    count_and_sample,
-    display,
-    every_document_parsed,
-    qualifies,
-    sample_of,
-    subagent_messages,
-)
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.messages import display, every_document_parsed
+from kandev_dq.sql.scan import Counted, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 STATES = ("fully_activated", "capture_only", "execution_only", "not_activated")
 _LEGACY_TOLERANCE = timedelta(seconds=1)
-
-
-def read_keys(conn: sa.Connection) -> dict[str, str | None]:
-    rows = conn.execute(
-        sa.select(kandev_meta.c.key, kandev_meta.c.value).where(
-            kandev_meta.c.key.in_(ACTIVATION_KEYS)
-        )
-    ).all()
-    found = dict(rows)
-    return {key: found.get(key) for key in ACTIVATION_KEYS}
 
 
 def describe_key(name: str, raw: str | None) -> dict[str, Any]:
@@ -118,20 +103,15 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
     row_cols = [rows.id, rows.task_session_id, rows.tool_call_id, rows.source, rows.observed_at]
     is_backfill = rows.source == "backfill"
 
-    def total(condition) -> sa.ColumnElement:
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
-
     # Every count in ONE statement (one scan of the rows, one read of the messages); a capped
     # sample is read afterwards only for a non-zero count.
-    counts = [total(is_backfill).label("backfill_rows")]
-    samples: dict[str, sa.Select] = {}
+    conditions = {"backfill_rows": Counted(when=is_backfill)}
     if capture is not None:
         # AC-24 point 4: every backfilled message predates capture_since (sampled after INSERT).
         bound = instant_param("capture_since", _just_after(_latest_possible(capture)))
         late = sa.and_(is_backfill, at_or_after(rows.observed_at, bound))
-        counts.append(total(late).label("backfill_after_capture"))
-        samples["backfill_after_capture"] = (
-            sa.select(*row_cols).where(late).order_by(rows.observed_at, rows.id)
+        conditions["backfill_after_capture"] = Counted(
+            when=late, sample=sa.select(*row_cols).where(late).order_by(rows.observed_at, rows.id)
         )
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
@@ -149,33 +129,24 @@ def activation_facts(conn: sa.Connection) -> dict[str, Any]:
         uncovered = sa.select(
             sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at
         ).where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
-        counts.append(
-            sa.select(sa.func.count())
+        conditions["uncovered_messages"] = Counted(
+            count=sa.select(sa.func.count())
             .select_from(uncovered.subquery("uncovered"))
-            .scalar_subquery()
-            .label("uncovered_messages")
+            .scalar_subquery(),
+            sample=uncovered.order_by(sm.c.created_at, sm.c.id),
         )
-        samples["uncovered_messages"] = uncovered.order_by(sm.c.created_at, sm.c.id)
         # An under-claim (rows past the published mark) is disclosed, never an error.
         past = instant_param("through_latest", _just_after(_latest_possible(through)))
         under = sa.and_(is_backfill, at_or_after(rows.observed_at, past))
-        counts.append(total(under).label("backfill_after_through"))
-        samples["backfill_after_through"] = (
-            sa.select(*row_cols).where(under).order_by(rows.observed_at, rows.id)
+        conditions["backfill_after_through"] = Counted(
+            when=under, sample=sa.select(*row_cols).where(under).order_by(rows.observed_at, rows.id)
         )
-    found = conn.execute(sa.select(*counts).select_from(subagents)).mappings().one()
+    found, parts = counted_scan(conn, conditions, select_from=subagents)
     if through is not None:
         every_document_parsed(conn)  # the coverage count read every message's metadata
     facts["backfill_rows"] = int(found["backfill_rows"])
-    for name, stmt in samples.items():
-        count = int(found[name])
-        facts[name] = {"count": count, "sample": sample_of(conn, stmt) if count else []}
+    facts.update(parts)
     return facts
-
-
-def _counted(conn: sa.Connection, stmt: sa.Select) -> dict[str, Any]:
-    count, sample = count_and_sample(conn, stmt)
-    return {"count": count, "sample": sample}
 
 
 def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]:
@@ -193,20 +164,30 @@ def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[
     if not (facts["sentinel"] and shape.table_exists):
         return facts
     rows = subagents.c
+    is_backfill = rows.source == "backfill"
     backfill = sa.select(rows.id, rows.task_session_id, rows.tool_call_id, rows.observed_at).where(
-        rows.source == "backfill"
+        is_backfill
     )
     capture = _instant(CAPTURE_SINCE, keys[CAPTURE_SINCE])
     if capture is None:
-        facts["outside_window"] = _counted(conn, backfill.order_by(rows.observed_at, rows.id))
-        facts["inside_window"] = {"count": 0, "sample": []}
-        return facts
-    start = instant_param(
-        "window_start", Instant(capture.micro - timedelta(minutes=window_minutes))
-    )
-    in_window = at_or_after(rows.observed_at, start)
-    facts["outside_window"] = _counted(conn, backfill.where(~in_window).order_by(rows.observed_at))
-    facts["inside_window"] = _counted(conn, backfill.where(in_window).order_by(rows.observed_at))
+        every = backfill.order_by(rows.observed_at, rows.id)
+        conditions = {"outside_window": Counted(when=sa.true(), sample=every)}
+    else:
+        start = instant_param(
+            "window_start", Instant(capture.micro - timedelta(minutes=window_minutes))
+        )
+        inside = at_or_after(rows.observed_at, start)
+        conditions = {
+            "outside_window": Counted(
+                when=~inside, sample=backfill.where(~inside).order_by(rows.observed_at)
+            ),
+            "inside_window": Counted(
+                when=inside, sample=backfill.where(inside).order_by(rows.observed_at)
+            ),
+        }
+    _, parts = counted_scan(conn, conditions, select_from=subagents, where=is_backfill)
+    facts.update(parts)
+    facts.setdefault("inside_window", {"count": 0, "sample": []})
     return facts
 
 

@@ -1,8 +1,8 @@
 """Facts behind the backfill reconciliation rules (CONTRACT §4): every ``source='backfill'`` row
 against the row its message should have produced.
 
-The expected rows are the migration runner's own mapping,
-:func:`kandev_dq.migration.runner.backfill_select` (one winner per ``(task_session_id,
+The expected rows are the statement the migration runner inserts,
+:func:`kandev_dq.sql.mapping.backfill_select` (one winner per ``(task_session_id,
 tool_call_id)``, AC-21b; the AC-21 predicate; the §2 NULL/zero/negative/empty rules), used here
 as a subquery: the runner and this check share one definition. Each row is joined to the
 expected row of its key and every field family is counted in ONE statement (``SUM(CASE …)`` over
@@ -26,6 +26,7 @@ winner, a known ``turn_id``) are compared, and how many there are is disclosed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -33,16 +34,12 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
-from kandev_dq.facts.activation import read_keys
-from kandev_dq.migration import runner as migrate
 from kandev_dq.sql.dialect import at_or_after, before, instant_param, utc_instant
-from kandev_dq.sql.messages import (
-    count_and_sample,
-    every_document_parsed,
-    qualifies,
-    subagent_messages,
-)
-from kandev_dq.store.observe import EXECUTION_COLUMN, observe_subagents
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
+from kandev_dq.sql.messages import count_and_sample, every_document_parsed
+from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
+from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
 #: The field families, each judged by one rule.
 FAMILIES = (
@@ -67,7 +64,7 @@ TEXT_FIELDS = (
     "is_async",
 )
 #: Columns the comparison needs (``agent_execution_id`` reads as 'unknown' when absent).
-REQUIRED_COLUMNS = tuple(c for c in migrate.BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
+REQUIRED_COLUMNS = tuple(c for c in BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
 _TEXT_SAMPLE = 120
 
 
@@ -90,6 +87,33 @@ def _empty(reason: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Comparison:
+    """Every stored row joined to the expected row of its key, with the predicates the families
+    share. ``b`` is the stored row, ``e`` the expected one (NULL when no message maps to it)."""
+
+    b: Any
+    e: Any
+    joined: sa.Join
+    mapping: sa.Subquery
+    maps: sa.ColumnElement[bool]
+    execution: sa.ColumnElement
+    is_backfill: sa.ColumnElement[bool]
+    relabel_candidate: sa.ColumnElement[bool]
+    matched: sa.ColumnElement[bool]
+    drifted: sa.ColumnElement[bool]
+
+
+@dataclass
+class _Losers:
+    """AC-21b: the rows not plainly the winner's, and the losing messages they may carry."""
+
+    candidates: sa.ColumnElement[bool]
+    joined: sa.Join
+    lost: Any
+    carried: sa.ColumnElement[bool]
+
+
 def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]:
     shape = observe_subagents(conn)
     if not shape.table_exists:
@@ -98,8 +122,83 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
     if missing:
         return _empty(f"{schema.SUBAGENTS} lacks column(s) {', '.join(missing)}", table_exists=True)
     keys = read_keys(conn)
-    capture = _capture(keys)
+    cmp = _compare(conn, shape, _capture(keys), window_minutes)
+    losers = _losers(cmp)
+    key = (
+        cmp.b.id.label("row_id"),
+        cmp.b.task_session_id,
+        cmp.b.tool_call_id,
+        cmp.e.id.label("message_id"),
+    )
+    shown = _shown(cmp)
+    # Every family's count in ONE statement; the winner family's own count and sample come
+    # from the losers (the counting statement only finds its candidates, AC-21b).
+    order = (cmp.b.task_session_id, cmp.b.tool_call_id, cmp.b.id)
+    conditions = {
+        name: Counted(
+            when=cond,
+            sample=None
+            if name == "winner"
+            else sa.select(*key, *shown[name]).select_from(cmp.joined).where(cond).order_by(*order),
+        )
+        for name, cond in _family_conditions(cmp, losers).items()
+    }
+    counts, families = counted_scan(
+        conn,
+        conditions,
+        select_from=cmp.joined,
+        where=sa.or_(cmp.is_backfill, cmp.relabel_candidate),
+        extra=[
+            sa.func.max(cmp.e.mapped_total).label("expected_rows"),
+            count_when(cmp.is_backfill).label("backfill_rows"),
+            count_when(cmp.matched).label("matched_rows"),
+            count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
+        ],
+    )
+    every_document_parsed(conn)  # the mapping read every message's metadata
+    expected_rows = counts["expected_rows"]
+    if expected_rows is None:  # no row met an expected one: count the mapping on its own
+        expected_rows = conn.execute(
+            sa.select(sa.func.count()).select_from(cmp.mapping).where(cmp.maps)
+        ).scalar_one()
+    winner: Part = {"count": 0, "sample": []}
+    if counts["winner"]:  # one row per backfill row, whichever losers it matches
+        stmt = (
+            sa.select(*key, *shown["winner"], sa.func.min(losers.lost.id).label("loser_id"))
+            .select_from(losers.joined)
+            .where(losers.candidates, losers.carried)
+            .group_by(*key, *shown["winner"])
+            .order_by(*order)
+        )
+        count, sample = count_and_sample(conn, stmt)
+        winner = {"count": count, "sample": sample}
+    return {
+        "evaluable": True,
+        "reason": "",
+        "table_exists": True,
+        "execution_column": shape.has_execution_column,
+        "capture_since": keys[CAPTURE_SINCE],
+        "backfill_rows": counts["backfill_rows"],
+        "expected_rows": int(expected_rows),
+        "compared_in_full": counts["matched_rows"] - counts["drifted_rows"],
+        "write_once_fields_only": counts["drifted_rows"],
+        "families": {name: winner if name == "winner" else families[name] for name in FAMILIES},
+    }
 
+
+def _differs(left, right) -> sa.ColumnElement[bool]:
+    return left.is_distinct_from(right)
+
+
+def _differs_at(left, right) -> sa.ColumnElement[bool]:
+    return utc_instant(left).is_distinct_from(utc_instant(right))
+
+
+def _compare(
+    conn: sa.Connection, shape: SubagentsShape, capture: Instant | None, window_minutes: float
+) -> _Comparison:
+    """The stored rows outer-joined to the expected rows of their keys (one read of the
+    messages), and which rows drifted after the backfill (compared on write-once fields)."""
     table = sa.table(
         schema.SUBAGENTS,
         *(sa.column(c.name, c.type) for c in schema.subagents.columns if c.name in shape.columns),
@@ -112,7 +211,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
     # many it maps rides on every expected row (a window over the whole set), so the counting
     # statement reads the messages once. (A CTE read twice would be materialised, and
     # PostgreSQL, misjudging how many rows its JSON filter keeps, loops over it per row.)
-    mapping = migrate.backfill_select(conn.dialect.name).subquery("mapping")
+    mapping = backfill_select(conn.dialect.name).subquery("mapping")
     if capture is not None:
         maps = before(mapping.c.observed_at, instant_param("mapped_before", capture))
     else:
@@ -124,12 +223,6 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         expected,
         sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == b.tool_call_id),
     )
-
-    def differs(left, right) -> sa.ColumnElement[bool]:
-        return left.is_distinct_from(right)
-
-    def differs_at(left, right) -> sa.ColumnElement[bool]:
-        return utc_instant(left).is_distinct_from(utc_instant(right))
 
     is_backfill = b.source == "backfill"
     relabel_candidate = sa.and_(b.source == "live", execution == unknown)
@@ -144,13 +237,28 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         )
     else:
         drifted = sa.false()
-    strict = sa.and_(matched, sa.not_(drifted))
 
+    return _Comparison(
+        b=b,
+        e=e,
+        joined=joined,
+        mapping=mapping,
+        maps=maps,
+        execution=execution,
+        is_backfill=is_backfill,
+        relabel_candidate=relabel_candidate,
+        matched=matched,
+        drifted=drifted,
+    )
+
+
+def _losers(cmp: _Comparison) -> _Losers:
+    b, e, joined, matched = cmp.b, cmp.e, cmp.joined, cmp.matched
     # AC-21b needs the losing messages, which the joined set does not hold: rows that are not
     # plainly the winner's are counted in the one statement, and only when there are any is
     # a second statement joined (on the key, never correlated per row) to the losers.
     not_the_winner = sa.and_(
-        matched, sa.or_(b.id != e.id, differs_at(b.observed_at, e.observed_at))
+        matched, sa.or_(b.id != e.id, _differs_at(b.observed_at, e.observed_at))
     )
     sm = subagent_messages("loser_candidates")
     losers = (
@@ -175,34 +283,48 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         ),
     )
 
-    conditions: dict[str, sa.ColumnElement[bool]] = {
+    return _Losers(candidates=not_the_winner, joined=with_losers, lost=lost, carried=carries_loser)
+
+
+def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.ColumnElement[bool]]:
+    """Each family's offence over the joined set (one rule each)."""
+    b, e, execution, matched, drifted = cmp.b, cmp.e, cmp.execution, cmp.matched, cmp.drifted
+    is_backfill, relabel_candidate = cmp.is_backfill, cmp.relabel_candidate
+    unknown = sa.literal(schema.UNKNOWN_EXECUTION, sa.Text)
+    strict = sa.and_(matched, sa.not_(drifted))
+    not_the_winner = losers.candidates
+    return {
         # AC-21: the message's own session (the join key) and task; AC-31: the sentinel.
         "identity": sa.and_(
-            matched, sa.or_(differs(b.task_id, e.task_id), differs(execution, unknown))
+            matched, sa.or_(_differs(b.task_id, e.task_id), _differs(execution, unknown))
         ),
         # AC-2a: a known turn is never lost or replaced; a NULL may be filled forward only
         # by a later (live) write.
         "turn_id": sa.and_(
             matched,
             sa.or_(
-                sa.and_(e.turn_id.is_not(None), differs(b.turn_id, e.turn_id)),
+                sa.and_(e.turn_id.is_not(None), _differs(b.turn_id, e.turn_id)),
                 sa.and_(e.turn_id.is_(None), b.turn_id.is_not(None), sa.not_(drifted)),
             ),
         ),
         # AC-10/AC-12: tool_status from top-level metadata.status, agent_status nested.
         "statuses": sa.and_(
             strict,
-            sa.or_(differs(b.tool_status, e.tool_status), differs(b.agent_status, e.agent_status)),
+            sa.or_(
+                _differs(b.tool_status, e.tool_status), _differs(b.agent_status, e.agent_status)
+            ),
         ),
         # AC-7, AC-7a, AC-8, AC-9 (the mapping applies them).
-        "metrics": sa.and_(strict, sa.or_(*(differs(b[m], e[m]) for m in schema.METRIC_COLUMNS))),
-        "text": sa.and_(strict, sa.or_(*(differs(b[c], e[c]) for c in TEXT_FIELDS))),
+        "metrics": sa.and_(strict, sa.or_(*(_differs(b[m], e[m]) for m in schema.METRIC_COLUMNS))),
+        "text": sa.and_(strict, sa.or_(*(_differs(b[c], e[c]) for c in TEXT_FIELDS))),
         # AC-1a: observed_at is the message's created_at, exactly.
-        "observed_at": sa.and_(matched, differs_at(b.observed_at, e.observed_at)),
+        "observed_at": sa.and_(matched, _differs_at(b.observed_at, e.observed_at)),
         # AC-23a: settled_at = updated_at iff terminal; updated_at = the message's updated_at.
         "settled_at": sa.and_(
             strict,
-            sa.or_(differs_at(b.settled_at, e.settled_at), differs_at(b.updated_at, e.updated_at)),
+            sa.or_(
+                _differs_at(b.settled_at, e.settled_at), _differs_at(b.updated_at, e.updated_at)
+            ),
         ),
         # AC-21b: candidates only; the family is the candidates carrying a loser's values.
         "winner": not_the_winner,
@@ -216,35 +338,15 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         ),
     }
 
-    def total(condition) -> sa.ColumnElement:
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
-    counts_stmt = (
-        sa.select(
-            sa.func.max(e.mapped_total).label("expected_rows"),
-            total(is_backfill).label("backfill_rows"),
-            total(matched).label("matched_rows"),
-            total(sa.and_(matched, drifted)).label("drifted_rows"),
-            *(total(cond).label(name) for name, cond in conditions.items()),
-        )
-        .select_from(joined)
-        .where(sa.or_(is_backfill, relabel_candidate))
-    )
-    counts = conn.execute(counts_stmt).mappings().one()
-    every_document_parsed(conn)  # the mapping read every message's metadata
-    expected_rows = counts["expected_rows"]
-    if expected_rows is None:  # no row met an expected one: count the mapping on its own
-        expected_rows = conn.execute(
-            sa.select(sa.func.count()).select_from(mapping).where(maps)
-        ).scalar_one()
-    expected_rows = int(expected_rows)
-
-    key = (b.id.label("row_id"), b.task_session_id, b.tool_call_id, e.id.label("message_id"))
+def _shown(cmp: _Comparison) -> dict[str, tuple]:
+    """The columns each family's sample shows beside the keys."""
+    b, e, execution = cmp.b, cmp.e, cmp.execution
 
     def short(column, label: str):
         return sa.func.substr(column, 1, _TEXT_SAMPLE).label(label)
 
-    shown: dict[str, tuple] = {
+    return {
         "identity": (
             b.task_id,
             e.task_id.label("message_task_id"),
@@ -280,33 +382,4 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
         "winner": (b.observed_at, e.observed_at.label("winner_created_at")),
         "orphan": (b.task_id, b.observed_at),
         "relabelled": (execution.label("agent_execution_id"), b.observed_at),
-    }
-    families = {}
-    for name in FAMILIES:
-        if not counts[name]:
-            families[name] = {"count": 0, "sample": []}
-            continue
-        if name == "winner":  # one row per backfill row, whichever losers it matches
-            stmt = (
-                sa.select(*key, *shown[name], sa.func.min(lost.id).label("loser_id"))
-                .select_from(with_losers)
-                .where(not_the_winner, carries_loser)
-                .group_by(*key, *shown[name])
-            )
-        else:
-            stmt = sa.select(*key, *shown[name]).select_from(joined).where(conditions[name])
-        stmt = stmt.order_by(b.task_session_id, b.tool_call_id, b.id)
-        count, sample = count_and_sample(conn, stmt)
-        families[name] = {"count": count, "sample": sample}
-    return {
-        "evaluable": True,
-        "reason": "",
-        "table_exists": True,
-        "execution_column": shape.has_execution_column,
-        "capture_since": keys[CAPTURE_SINCE],
-        "backfill_rows": counts["backfill_rows"],
-        "expected_rows": expected_rows,
-        "compared_in_full": counts["matched_rows"] - counts["drifted_rows"],
-        "write_once_fields_only": counts["drifted_rows"],
-        "families": families,
     }

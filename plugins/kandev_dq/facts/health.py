@@ -16,7 +16,7 @@ reported on their own. ``MAX(observed_at)`` is read over rows at/after ``:since`
 Without a usable capture_since nothing is compared (AC-28a); the reason is the fact.
 
 **How it reads.** The messages at/after ``:since`` are read through the created_at index and
-their documents parsed once (:func:`kandev_dq.sql.messages.subagent_messages` with ``since``); the
+their documents parsed once (:func:`kandev_dq.sql.mapping.subagent_messages` with ``since``); the
 rows at/after ``:since`` are read once. Both key sets are stacked (``UNION ALL``) and grouped by
 key into one *ledger* saying, per key, on which side(s) it appears. Every count above comes
 from one aggregate over that ledger: ONE statement for both sides and both differences, whose
@@ -33,9 +33,11 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.contract.tables import subagents
-from kandev_dq.facts.activation import read_keys
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
-from kandev_dq.sql.messages import display, qualifies, sample_of, subagent_messages
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.messages import display, sample_of
+from kandev_dq.sql.scan import count_when, part
 from kandev_dq.store.observe import observe_subagents
 
 
@@ -64,18 +66,15 @@ def health_facts(conn: sa.Connection) -> dict[str, Any]:
     ledger = _ledger(bound, with_rows=shape.table_exists)
     k = ledger.c
 
-    def total(condition) -> sa.ColumnElement:
-        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
-
     shortfall = sa.and_(k.qualifying == 1, k.observed == 0)
     excess = sa.and_(k.observed == 1, k.messaged == 0)
     counts = conn.execute(
         sa.select(
-            total(k.messaged == 1).label("subagent_messages"),
-            total(k.qualifying == 1).label("qualifying_keys"),
-            total(shortfall).label("shortfall"),
-            total(excess).label("excess"),
-            total(k.observed == 1).label("keys"),
+            count_when(k.messaged == 1).label("subagent_messages"),
+            count_when(k.qualifying == 1).label("qualifying_keys"),
+            count_when(shortfall).label("shortfall"),
+            count_when(excess).label("excess"),
+            count_when(k.observed == 1).label("keys"),
             sa.func.coalesce(sa.func.sum(k.rows), 0).label("rows"),
             # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
             sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
@@ -87,7 +86,7 @@ def health_facts(conn: sa.Connection) -> dict[str, Any]:
         k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at, k.messages
     ).where(shortfall)
     # Without the table, nowhere to write: every qualifying key since capture_since lacks its row.
-    facts["shortfall"] = _part(
+    facts["shortfall"] = part(
         conn,
         int(counts.shortfall),
         missing.order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
@@ -99,7 +98,7 @@ def health_facts(conn: sa.Connection) -> dict[str, Any]:
     unmatched = sa.select(
         k.task_session_id, k.tool_call_id, k.row_id, k.rows, k.first_observed_at
     ).where(excess)
-    facts["excess"] = _part(
+    facts["excess"] = part(
         conn,
         int(counts.excess),
         unmatched.order_by(k.first_observed_at, k.task_session_id, k.tool_call_id),
@@ -183,8 +182,3 @@ def _ledger(bound: sa.BindParameter, *, with_rows: bool) -> sa.Subquery:
         .group_by(s.task_session_id, s.tool_call_id)
         .subquery("ledger")
     )
-
-
-def _part(conn: sa.Connection, count: int, stmt: sa.Select) -> dict[str, Any]:
-    """A count read by the counting statement, with a capped sample only when non-zero."""
-    return {"count": count, "sample": sample_of(conn, stmt) if count else []}

@@ -31,7 +31,8 @@ from kandev_dq.contract.tables import (
     task_sessions,
 )
 from kandev_dq.sql.dialect import utc_instant, utc_instant_latest
-from kandev_dq.sql.messages import count_and_sample, qualifies, subagent_messages
+from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.scan import Counted, count_when, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 SOURCES = ("live", "backfill")
@@ -197,16 +198,32 @@ def row_facts(conn: sa.Connection) -> dict[str, Any]:
     scanned = _scanned(amended, with_key_counts=True)
     c = scanned.c
 
-    def total(pred: sa.ColumnElement) -> sa.ColumnElement:
-        return sa.func.coalesce(sa.func.sum(sa.case((pred, 1), else_=0)), 0)
-
-    sums = [total(pred(c)).label(name) for name, (pred, _) in rules.items()]
-    # Uniqueness counts keys (the first row of each duplicated key) and the rows they hold.
-    sums.append(total(sa.and_(c.key_rows > 1, c.key_rank == 1)).label("duplicate_keys"))
-    sums += [total(c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS]
-    sums.append(total(c.agent_status == "completed").label("completed_rows"))
-    sums.append(sa.func.count().label("rows"))
-    counts = conn.execute(sa.select(*sums)).mappings().one()
+    identity = [
+        "id",
+        "task_session_id",
+        *(["agent_execution_id"] if amended else []),
+        "tool_call_id",
+    ]
+    plain = _scanned(amended, with_key_counts=False)
+    conditions = {
+        name: Counted(
+            when=pred(c),
+            sample=_sample(
+                scanned if name == "duplicate_rows" else plain,
+                pred,
+                [*identity, "observed_at", *shown],
+            ),
+        )
+        for name, (pred, shown) in rules.items()
+    }
+    extra = [
+        # Uniqueness counts keys (the first row of each duplicated key) and the rows they hold.
+        count_when(sa.and_(c.key_rows > 1, c.key_rank == 1)).label("duplicate_keys"),
+        *(count_when(c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS),
+        count_when(c.agent_status == "completed").label("completed_rows"),
+        sa.func.count().label("rows"),
+    ]
+    counts, facts["rules"] = counted_scan(conn, conditions, select_from=scanned, extra=extra)
     facts["rows"] = int(counts["rows"])
     if not facts["rows"]:
         # Only an empty table needs the messages read (the emptiness rule's other side).
@@ -217,38 +234,18 @@ def row_facts(conn: sa.Connection) -> dict[str, Any]:
         for name in NULLABLE_TEXT_COLUMNS
         if counts[f"empty:{name}"]
     }
-
-    identity = [
-        "id",
-        "task_session_id",
-        *(["agent_execution_id"] if amended else []),
-        "tool_call_id",
-    ]
-    plain = _scanned(amended, with_key_counts=False)
-    for name, (pred, shown) in rules.items():
-        count = int(counts[name])
-        part: dict[str, Any] = {"count": count, "sample": []}
-        if count:
-            part["sample"] = _sample(
-                conn,
-                scanned if name == "duplicate_rows" else plain,
-                pred,
-                [*identity, "observed_at", *shown],
-            )
-        facts["rules"][name] = part
     facts["rules"]["duplicate_rows"]["keys"] = int(counts["duplicate_keys"])
     return facts
 
 
-def _sample(conn: sa.Connection, table: sa.Subquery, pred: Predicate, columns: list[str]) -> list:
-    """A capped sample of offending rows, primary key first, in observation order."""
+def _sample(table: sa.Subquery, pred: Predicate, columns: list[str]) -> sa.Select:
+    """The offending rows, primary key first, in observation order (sampled capped)."""
     c = table.c
-    stmt = (
+    return (
         sa.select(*(c[name] for name in dict.fromkeys(columns)))
         .where(pred(c))
         .order_by(utc_instant(c.observed_at), c.id)
     )
-    return count_and_sample(conn, stmt)[1]
 
 
 def _qualifying_messages(conn: sa.Connection) -> int:

@@ -14,7 +14,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
-from kandev_dq.migration.runner import REBUILD_TABLE
 from kandev_dq.store.observe import EXECUTION_COLUMN, ForeignKeyShape, IndexShape, observe_subagents
 
 
@@ -33,13 +32,13 @@ def _index(index: IndexShape) -> dict[str, Any]:
 def schema_facts(conn: sa.Connection) -> dict[str, Any]:
     """The observed shape, clause by clause (AC-17, AC-33 1–4, AC-33a, AC-16, no-FK columns)."""
     shape = observe_subagents(conn)
-    leftover = sa.inspect(conn).has_table(REBUILD_TABLE)
+    leftover = sa.inspect(conn).has_table(schema.REBUILD_TABLE)
     facts: dict[str, Any] = {
         "table": schema.SUBAGENTS,
         "table_exists": shape.table_exists,
         "shape": shape.describe(),
         "rebuild_table_left": leftover,
-        "rebuild_table": REBUILD_TABLE,
+        "rebuild_table": schema.REBUILD_TABLE,
     }
     if not shape.table_exists:
         return facts

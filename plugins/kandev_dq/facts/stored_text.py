@@ -33,9 +33,9 @@ from kandev_dq.sql.messages import (
     current_unreadable,
     display,
     locate_unreadable_metadata,
-    sample_of,
     unreadable_sqlite,
 )
+from kandev_dq.sql.scan import Counted, count_when, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 #: The timestamp columns the rules compare, per table.
@@ -45,10 +45,6 @@ TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 _SAMPLE = 20
 _SHOWN_CHARS = 60
-
-
-def _total(condition: sa.ColumnElement) -> sa.ColumnElement:
-    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
 def _misread(column) -> sa.ColumnElement:
@@ -61,8 +57,8 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
     facts: dict[str, Any] = {"dialect": conn.dialect.name}
     timestamps: dict[str, int] = {}
     if sqlite:
-        sums = [_total(unreadable_sqlite(m.c.metadata)).label("unreadable")]
-        sums += [_total(_misread(m.c[name])).label(name) for name in TIMESTAMP_COLUMNS[m.name]]
+        sums = [count_when(unreadable_sqlite(m.c.metadata)).label("unreadable")]
+        sums += [count_when(_misread(m.c[name])).label(name) for name in TIMESTAMP_COLUMNS[m.name]]
         counts = conn.execute(sa.select(*sums)).mappings().one()
         unreadable_count = int(counts["unreadable"])
         timestamps.update({f"{m.name}.{n}": int(counts[n]) for n in TIMESTAMP_COLUMNS[m.name]})
@@ -85,7 +81,7 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
         if present:
             row = (
                 conn.execute(
-                    sa.select(*(_total(_misread(subagents.c[n])).label(n) for n in present))
+                    sa.select(*(count_when(_misread(subagents.c[n])).label(n) for n in present))
                 )
                 .mappings()
                 .one()
@@ -148,35 +144,33 @@ def _misread_sample(
 
 def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
     """Instants no clock can have written, per compared column (CONTRACT §1 timestamps):
-    counted in one statement per table, named in a capped sample."""
+    one counted scan per table, named in a capped sample."""
     tables = [task_session_messages]
     if shape.table_exists:
         tables.append(subagents)
     by_column: dict[str, int] = {}
-    samples: list[sa.Select] = []
+    sample: list[dict[str, Any]] = []
     for table in tables:
         names = [
             n
             for n in TIMESTAMP_COLUMNS[table.name]
             if table is task_session_messages or n in shape.columns
         ]
-        beyond = {n: beyond_any_clock(table.c[n]) for n in names}
-        row = conn.execute(sa.select(*(_total(b).label(n) for n, b in beyond.items())))
-        for name, count in row.mappings().one().items():
-            if count:
-                by_column[f"{table.name}.{name}"] = int(count)
-                samples.append(
-                    sa.select(
-                        sa.literal(table.name).label("table"),
-                        sa.literal(name).label("column"),
-                        table.c.id,
-                        sa.cast(table.c[name], sa.Text).label("value"),
-                    )
-                    .where(beyond[name])
-                    .order_by(table.c.id)
-                )
-    sample: list[dict[str, Any]] = []
-    for stmt in samples:
-        if len(sample) < _SAMPLE:
-            sample += sample_of(conn, stmt, _SAMPLE - len(sample))
-    return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample}
+        conditions = {n: _beyond_in(table, n) for n in names}
+        _, parts = counted_scan(conn, conditions, select_from=table)
+        for name, found in parts.items():
+            if found["count"]:
+                by_column[f"{table.name}.{name}"] = found["count"]
+                sample += found["sample"]
+    return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample[:_SAMPLE]}
+
+
+def _beyond_in(table: sa.Table, name: str) -> Counted:
+    beyond = beyond_any_clock(table.c[name])
+    named = sa.select(
+        sa.literal(table.name).label("table"),
+        sa.literal(name).label("column"),
+        table.c.id,
+        sa.cast(table.c[name], sa.Text).label("value"),
+    )
+    return Counted(when=beyond, sample=named.where(beyond).order_by(table.c.id))

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
-from kandev_dq.facts.activation import read_keys, state_of
+from kandev_dq.facts.activation import state_of
 from kandev_dq.lab import sample
 from kandev_dq.migration import runner as migrate
 from kandev_dq.run.check import CheckReport, run_check
 from kandev_dq.run.project import PROJECT_FILE, build_project
+from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 
 MARKER = ".kandev-dq-demo"

@@ -48,7 +48,8 @@ from kandev_dq.contract.instants import (
 )
 from kandev_dq.lab.livewriter import healthy_live_row
 from kandev_dq.lab.storebuilder import SUBAGENT_FIELDS
-from kandev_dq.migration import runner as migrate
+from kandev_dq.migration import backfill as migration_backfill
+from kandev_dq.sql import keys
 from kandev_dq.sql.dialect import utc_instant
 
 MICROSECOND_NS = 1_000
@@ -508,7 +509,7 @@ def _activate(engine: sa.Engine, turns: list[_Turn], activated: int) -> None:
     with engine.begin() as conn:
         schema.create_subagents_table(conn, amended=True)
     with engine.begin() as conn:
-        conn.execute(migrate.backfill_statement(dialect))
+        conn.execute(migration_backfill.backfill_statement(dialect))
         conn.execute(
             schema.kandev_meta.insert(),
             [
@@ -564,11 +565,11 @@ def _next_free(conn: sa.Connection) -> int:
     """A second after the newest message and after every activation key present."""
     m = schema.task_session_messages
     latest = conn.execute(sa.select(sa.func.max(utc_instant(m.c.created_at)))).scalar()
-    keys = migrate.read_keys(conn)
+    present = keys.read_keys(conn)
     candidates = [0 if latest is None else epoch_ns(parse_stored(latest))]
     for name in (CAPTURE_SINCE, EXECUTION_SINCE):
-        if keys.get(name):
-            candidates.append(epoch_ns(parse_key(keys[name]).bound()))
+        if present.get(name):
+            candidates.append(epoch_ns(parse_key(present[name]).bound()))
     return max(candidates) + SECOND_NS
 
 

@@ -15,13 +15,14 @@ from typing import Any
 from kandev_dq.contract.instants import shown_key
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.activation import KEY_LEDGER
-from kandev_dq.facts.activation import read_keys, state_of
+from kandev_dq.facts.activation import state_of
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import KeyLedger, store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
 from kandev_dq.run.register import record_run, run_key
 from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.snapshot import pinned
 

@@ -55,8 +55,8 @@ def _activation_suite() -> list:
         a.ExpectBackfillThroughToCoverQualifyingMessages.at_default_severity(),
         a.ExpectNoBackfillRowsAfterCaptureSince.at_default_severity(),
         a.ExpectNoBackfillRowsAfterBackfillThrough.at_default_severity(),
-        a.ExpectNoBackfillRowsUnderSentinel.at_default_severity(window_minutes=10),
-        a.ExpectNoBackfillRowsInsideSentinelWindow.at_default_severity(window_minutes=10),
+        a.ExpectNoBackfillRowsUnderSentinel.at_default_severity(),
+        a.ExpectNoBackfillRowsInsideSentinelWindow.at_default_severity(),
         a.ExpectNewKeysToCarrySubsecondPrecision.at_default_severity(),
         a.ExpectLegacyKeysToBeDisclosed.at_default_severity(),
         a.ExpectPopulationToBeDisclosed.at_default_severity(),
@@ -123,17 +123,17 @@ def _backfill_suite() -> list:
     from kandev_dq.expectations import backfill as b
 
     return [
-        b.ExpectBackfillReconciliationNotVacuous.at_default_severity(window_minutes=10),
-        b.ExpectBackfillIdentityToMatchMessage.at_default_severity(window_minutes=10),
-        b.ExpectBackfillTurnIdToMatchMessage.at_default_severity(window_minutes=10),
-        b.ExpectBackfillStatusesToMatchMessage.at_default_severity(window_minutes=10),
-        b.ExpectBackfillMetricsToMatchMessage.at_default_severity(window_minutes=10),
-        b.ExpectBackfillTextToMatchMessage.at_default_severity(window_minutes=10),
-        b.ExpectBackfillObservedAtToBeMessageCreatedAt.at_default_severity(window_minutes=10),
-        b.ExpectBackfillSettledAtToFollowToolStatus.at_default_severity(window_minutes=10),
-        b.ExpectBackfillRowsFromWinningMessage.at_default_severity(window_minutes=10),
-        b.ExpectNoBackfillRowsWithoutQualifyingMessage.at_default_severity(window_minutes=10),
-        b.ExpectNoBackfillRowsRelabelledLive.at_default_severity(window_minutes=10),
+        b.ExpectBackfillReconciliationNotVacuous.at_default_severity(),
+        b.ExpectBackfillIdentityToMatchMessage.at_default_severity(),
+        b.ExpectBackfillTurnIdToMatchMessage.at_default_severity(),
+        b.ExpectBackfillStatusesToMatchMessage.at_default_severity(),
+        b.ExpectBackfillMetricsToMatchMessage.at_default_severity(),
+        b.ExpectBackfillTextToMatchMessage.at_default_severity(),
+        b.ExpectBackfillObservedAtToBeMessageCreatedAt.at_default_severity(),
+        b.ExpectBackfillSettledAtToFollowToolStatus.at_default_severity(),
+        b.ExpectBackfillRowsFromWinningMessage.at_default_severity(),
+        b.ExpectNoBackfillRowsWithoutQualifyingMessage.at_default_severity(),
+        b.ExpectNoBackfillRowsRelabelledLive.at_default_severity(),
     ]
 
 

@@ -1,7 +1,8 @@
-"""Query building blocks shared by the migration runner and every family of facts.
+"""Reading message metadata, shared by the migration runner and every family of facts.
 
-The subagent-message reading of ``task_session_messages`` (CONTRACT §1, §4) is written once
-here: its JSON fields, the AC-21 source predicate, and capped samples of offending rows.
+How a message's metadata becomes a document (unreadable text as ``{}``, AC-23b), and capped
+samples of offending rows. Which messages qualify and how they map to rows is
+:mod:`kandev_dq.sql.mapping`.
 
 **Metadata PostgreSQL cannot parse** (AC-23b). SQLite reads text that is not JSON as ``{}``
 (``json_valid``); PostgreSQL's ``::jsonb`` aborts the whole statement on the first such row.
@@ -27,7 +28,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import parse_stored
 from kandev_dq.contract.tables import task_session_messages as messages
-from kandev_dq.sql.dialect import at_or_after, json_flag, json_number, json_text, metadata_doc
+from kandev_dq.sql.dialect import metadata_doc
 from kandev_dq.sql.shown import prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
@@ -36,8 +37,6 @@ T = TypeVar("T")
 SAMPLE_LIMIT = 20
 #: A sampled value longer than this is shown as its head, length and digest (cut in SQL).
 SAMPLE_VALUE_CHARS = 200
-SUBAGENT_KIND = "subagent_task"
-_TASK = ("normalized", "subagent_task")
 
 
 # --- metadata PostgreSQL cannot parse (AC-23b) ---------------------------------------------------
@@ -222,69 +221,7 @@ def tolerating_unreadable_metadata(
         return compute(conn)
 
 
-# --- the subagent messages -------------------------------------------------------------------
-
-
-def subagent_messages(
-    name: str = "subagent_messages", *, since: sa.BindParameter | None = None
-) -> sa.Subquery:
-    """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b).
-
-    The document is read once per row in an inner subquery (``OFFSET 0`` keeps PostgreSQL
-    from flattening it and casting ``::jsonb`` once per field). That fence also keeps both
-    dialects from pushing an outer ``created_at`` filter into it, so a window is given here:
-    with ``since`` (a bound instant) only messages created at/after it are read, through the
-    created_at index, and only their documents are parsed (exact boundary, AC-24e).
-    """
-    read = sa.select(
-        messages.c.id,
-        messages.c.task_session_id,
-        messages.c.task_id,
-        messages.c.turn_id,
-        messages.c.created_at,
-        messages.c.updated_at,
-        message_doc(messages).label("doc"),
-    )
-    if since is not None:
-        read = read.where(at_or_after(messages.c.created_at, since))
-    docs = read.offset(0).subquery(f"{name}_docs")
-    doc = docs.c.doc
-    return (
-        sa.select(
-            docs.c.id,
-            docs.c.task_session_id,
-            docs.c.task_id,
-            docs.c.turn_id,
-            docs.c.created_at,
-            docs.c.updated_at,
-            json_text(doc, "tool_call_id").label("tool_call_id"),
-            json_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
-            json_text(doc, "status").label("tool_status"),
-            json_text(doc, *_TASK, "status").label("agent_status"),
-            json_text(doc, *_TASK, "subagent_type").label("subagent_type"),
-            json_text(doc, *_TASK, "description").label("description"),
-            json_text(doc, *_TASK, "agent_id").label("agent_id"),
-            json_text(doc, *_TASK, "child_session_id").label("child_session_id"),
-            json_text(doc, *_TASK, "model").label("model"),
-            json_flag(doc, *_TASK, "is_async").label("is_async"),
-            json_number(doc, *_TASK, "total_tokens").label("total_tokens"),
-            json_number(doc, *_TASK, "tool_use_count").label("tool_use_count"),
-            json_number(doc, *_TASK, "duration_ms").label("duration_ms"),
-        )
-        .where(json_text(doc, "normalized", "kind") == SUBAGENT_KIND)
-        .subquery(name)
-    )
-
-
-def non_empty(column) -> sa.ColumnElement:
-    return sa.and_(column.is_not(None), column != "")
-
-
-def qualifies(sm: sa.Subquery) -> sa.ColumnElement:
-    """The AC-21 source predicate: session id, task id and tool_call_id all non-empty."""
-    return sa.and_(
-        non_empty(sm.c.task_session_id), non_empty(sm.c.task_id), non_empty(sm.c.tool_call_id)
-    )
+# --- capped samples ------------------------------------------------------------------------
 
 
 def display(value: Any) -> Any:

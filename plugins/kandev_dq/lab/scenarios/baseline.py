@@ -38,7 +38,9 @@ from kandev_dq.lab.scenarios.rows import (
     writing,
 )
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.migration import backfill as migration_backfill
 from kandev_dq.migration import runner as migrate
+from kandev_dq.sql import keys, mapping
 from kandev_dq.sql.dialect import utc_instant
 
 #: Random subagents the healthy live writer records after capture_since (sample module).
@@ -232,7 +234,7 @@ def history(dialect: str) -> tuple[list[dict], list[dict], list[dict]]:
 
 def read_keys(engine: sa.Engine) -> dict[str, str | None]:
     with engine.connect() as conn:
-        return migrate.read_keys(conn)
+        return keys.read_keys(conn)
 
 
 def key_instant(engine: sa.Engine, key: str) -> Instant:
@@ -293,7 +295,7 @@ _MIGRATION_FAULTS: dict[str, Callable[[str, Any], bool]] = {
     ),
     # The AC-33 upgrade of a pre-amendment table fails (AC-33a: the old table survives).
     "amend": lambda sql, params: (
-        migrate.REBUILD_TABLE in sql or ("ALTER TABLE" in sql and "ADD COLUMN" in sql)
+        schema.REBUILD_TABLE in sql or ("ALTER TABLE" in sql and "ADD COLUMN" in sql)
     ),
 }
 
@@ -307,7 +309,7 @@ def run_migration(engine: sa.Engine, *, fail: str | None = None) -> migrate.Migr
     from kandev_dq.store.access import open_store
 
     store = open_store(store_url(engine), read_only=False)
-    log = logging.getLogger(migrate.__name__)
+    log = logging.getLogger("kandev_dq.migration")
     level = log.level
     try:
         if fail is not None:
@@ -422,13 +424,15 @@ def legacy_store(engine: sa.Engine) -> None:
     write_history(engine)
     legacy = schema.pre_amendment_subagents
     columns = [c.name for c in legacy.columns]
-    mapped = migrate.backfill_select(engine.dialect.name).subquery("mapped")
+    mapped = mapping.backfill_select(engine.dialect.name).subquery("mapped")
     captured = legacy_capture()
     with writing(engine) as conn:
         conn.execute(
             legacy.insert().from_select(columns, sa.select(*(mapped.c[c] for c in columns)))
         )
-        newest = conn.execute(migrate.backfill_through_statement(conn.dialect.name)).scalar()
+        newest = conn.execute(
+            migration_backfill.backfill_through_statement(conn.dialect.name)
+        ).scalar()
         conn.execute(  # the old writer truncated both keys to the second
             schema.kandev_meta.insert(),
             [

@@ -32,7 +32,7 @@ from kandev_dq.lab.scenarios.rows import (
     uid,
     writing,
 )
-from kandev_dq.migration import runner as migrate
+from kandev_dq.migration import backfill as migration_backfill
 
 
 def _go_space(value: str) -> str:
@@ -143,7 +143,7 @@ def _capture_at_start(engine: sa.Engine) -> None:
         ))
         # fmt: on
         with writing(engine) as conn:  # the same INSERT … SELECT saw it
-            conn.execute(migrate.backfill_statement(conn.dialect.name))
+            conn.execute(migration_backfill.backfill_statement(conn.dialect.name))
         set_key(engine, CAPTURE_SINCE, instant_of(started).rfc3339nano())
         set_key(engine, BACKFILL_THROUGH, instant_of(committed).rfc3339nano())
 

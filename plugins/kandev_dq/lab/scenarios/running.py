@@ -17,7 +17,6 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.scenarios.registry import SEVERITIES, Scenario, get, with_pg_options
-from kandev_dq.migration import runner as migrate
 
 CHECKPOINT = "pre_release"
 
@@ -149,7 +148,7 @@ def materialise(name: str, target: str) -> float:
         store.dispose()
 
 
-_KANDEV_TABLES = {t.name for t in schema.BASE_TABLES} | {schema.SUBAGENTS, migrate.REBUILD_TABLE}
+_KANDEV_TABLES = {t.name for t in schema.BASE_TABLES} | {schema.SUBAGENTS, schema.REBUILD_TABLE}
 
 
 def apply_between_runs(name: str, target: str) -> None:

@@ -1,0 +1,238 @@
+"""Migration step 5, the backfill (AC-21 … AC-24): one ``INSERT … SELECT`` of
+:func:`kandev_dq.sql.mapping.backfill_select` and both keys, in one transaction.
+
+``MAX(created_at)`` is read first, then the insert, then ``capture_since`` is sampled, then the
+keys are written (AC-24 points 1–4); it runs only once the AC-33 end state holds (AC-33c) and
+unless both backfill keys are present (AC-24d).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import sqlalchemy as sa
+
+from kandev_dq.contract import tables as schema
+from kandev_dq.contract.instants import (
+    BACKFILL_THROUGH,
+    CAPTURE_SINCE,
+    EXECUTION_SINCE,
+    Instant,
+    now_instant,
+    parse_stored,
+)
+from kandev_dq.migration.report import (
+    SHAPE_STEPS,
+    STEP_EXECUTION_SINCE,
+    STEP_META,
+    MigrationError,
+    Outcome,
+    Status,
+)
+from kandev_dq.migration.transactions import (
+    KEEP_ROWCOUNT,
+    MigrationRun,
+    dialect_insert,
+    transaction,
+    write_key,
+)
+from kandev_dq.sql import dialect
+from kandev_dq.sql import messages as queries
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.mapping import (
+    BACKFILL_COLUMNS,
+    backfill_select,
+    fenced,
+    is_source,
+    message_documents,
+    qualifies,
+    subagent_messages,
+)
+from kandev_dq.store.observe import observe_subagents
+
+log = logging.getLogger("kandev_dq.migration.backfill")
+
+#: Attempts at the backfill transaction when PostgreSQL reports a serialization failure.
+SERIALIZATION_ATTEMPTS = 3
+
+
+# --- step 5: the backfill (AC-21 … AC-24) -----------------------------------------------------
+
+
+def backfill_subagents(ctx: MigrationRun) -> Outcome:
+    if ctx.failed(STEP_META):
+        return Outcome(Status.SKIPPED, "kandev_meta is unavailable")
+    failed = ctx.failed(*SHAPE_STEPS, STEP_EXECUTION_SINCE)
+    if failed:
+        return Outcome(Status.SKIPPED, f"AC-33c: {', '.join(failed)} failed")
+    for attempt in range(1, SERIALIZATION_ATTEMPTS + 1):
+        try:
+            return _backfill_once(ctx)
+        except sa.exc.DBAPIError as exc:
+            retry = getattr(exc.orig, "sqlstate", None) == "40001"
+            if not retry or attempt == SERIALIZATION_ATTEMPTS:
+                raise
+            log.info("backfill serialization failure, retrying (attempt %d)", attempt + 1)
+    raise AssertionError("unreachable")
+
+
+def _backfill_once(ctx: MigrationRun) -> Outcome:
+    with transaction(ctx, snapshot=True) as conn:
+        keys = read_keys(conn)
+        if keys[CAPTURE_SINCE] is not None and keys[BACKFILL_THROUGH] is not None:
+            return Outcome(Status.ALREADY_DONE)  # AC-24d: the guard is "both keys present"
+        # AC-33c: the end state is the observed schema (clauses 1-4) plus its key (clause 6).
+        shape = observe_subagents(conn)
+        if not shape.end_state_holds:
+            why = "; ".join(shape.problems())
+            return Outcome(Status.SKIPPED, f"AC-33c: the end state does not hold: {why}")
+        if keys[EXECUTION_SINCE] is None:
+            return Outcome(Status.SKIPPED, f"AC-33c: {EXECUTION_SINCE} is absent")
+        # AC-23b: metadata that is not JSON reads as {} (a message of no kind, skipped). On
+        # PostgreSQL such a row would abort the MAX: it is then located in this transaction
+        # (same snapshot) and excluded from the MAX and the INSERT alike.
+        unreadable = queries.Unreadable()
+        preflight = queries.tolerating_unreadable_metadata(  # MAX first, and what to refuse
+            conn, lambda c: c.execute(backfill_preflight_statement(ctx.dialect)).one(), unreadable
+        )
+        if preflight.unrecognised:
+            refuse_unreadable_timestamps(conn)  # names the rows and fails the step
+        high = preflight.high
+        with queries.reading_unreadable_as_empty(unreadable):
+            insert = backfill_statement(ctx.dialect)
+        rows = conn.execute(insert, execution_options=KEEP_ROWCOUNT).rowcount
+        capture = now_instant()  # sampled after the INSERT completed, before the key writes
+        through = backfill_through_value(high)
+        wrote_capture = write_key(conn, CAPTURE_SINCE, capture.rfc3339nano())
+        wrote_through = write_key(conn, BACKFILL_THROUGH, through)
+        skipped = (
+            unreadable.ids
+            if unreadable.ids is not None
+            else queries.locate_unreadable_metadata(conn)  # SQLite read them as {} silently
+            if ctx.dialect == "sqlite" and preflight.unreadable
+            else ()  # PostgreSQL parsed every document without an error: there are none
+        )
+    written = {CAPTURE_SINCE: wrote_capture, BACKFILL_THROUGH: wrote_through}
+    parts = [f"inserted {rows} row(s)"]
+    parts += [f"{'wrote' if w else 'kept existing'} {k}" for k, w in written.items()]
+    detail = {
+        "rows": rows,
+        "capture_since": capture.rfc3339nano(),
+        "backfill_through": through,
+        "written": written,
+    }
+    if skipped:
+        shown = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+        parts.append(
+            f"{len(skipped)} message(s) with metadata that is not JSON read as {{}} and "
+            f"skipped (AC-23b): {shown}"
+        )
+        detail["unreadable_metadata"] = {"count": len(skipped), "ids": list(skipped[:20])}
+        log.warning(
+            "backfill: %d message(s) hold metadata that is not JSON; read as {} and skipped "
+            "(AC-23b): %s",
+            len(skipped),
+            shown,
+        )
+    return Outcome(Status.DONE, "; ".join(parts), detail)
+
+
+def refuse_unreadable_timestamps(conn: sa.Connection) -> None:
+    """SQLite: refuse to backfill from a qualifying message whose created_at or updated_at is
+    text the exact-instant construct cannot read (``30/07/2026``, a ``+02:00`` offset, …).
+
+    Such a value would be copied into ``observed_at`` / ``settled_at`` and could not yield an
+    exact ``backfill_through`` (AC-24 point 1, AC-24e), so the step fails naming the rows, no
+    key is written (AC-24a) and the next run retries once they are fixed. PostgreSQL columns
+    hold typed values: nothing to check.
+    """
+    if conn.dialect.name != "sqlite":
+        return
+    sm = subagent_messages("msg")
+    unreadable = sa.or_(
+        sa.not_(dialect.recognised_utc_text(sm.c.created_at)),
+        sa.not_(dialect.recognised_utc_text(sm.c.updated_at)),
+    )
+    stmt = (
+        sa.select(
+            sm.c.id,
+            sa.cast(sm.c.created_at, sa.Text).label("created_at"),
+            sa.cast(sm.c.updated_at, sa.Text).label("updated_at"),
+        )
+        .where(qualifies(sm), unreadable)
+        .order_by(sm.c.id)
+    )
+    count, sample = queries.count_and_sample(conn, stmt, limit=3)
+    if count:
+        shown = "; ".join(
+            f"id {row['id']!r} created_at {str(row['created_at'])[:40]!r} "
+            f"updated_at {str(row['updated_at'])[:40]!r}"
+            for row in sample
+        )
+        raise MigrationError(
+            f"{count} qualifying message(s) hold a timestamp in no recognised UTC text form "
+            f"(e.g. {shown}); fix them and run again"
+        )
+
+
+def backfill_through_value(high: str | datetime | None) -> str:
+    """RFC3339Nano of the source MAX(created_at), or ``''`` when nothing matched (AC-24f)."""
+    if high is None:
+        return ""
+    return Instant.from_datetime(parse_stored(high)).rfc3339nano()
+
+
+# --- the backfill's statements ----------------------------------------------------------------
+
+
+def backfill_statement(dialect_name: str):
+    """AC-21 … AC-22: one ``INSERT … SELECT`` with ``ON CONFLICT (…) DO NOTHING``, no batching."""
+    t = schema.subagents
+    rows = backfill_select(dialect_name)
+    stmt = dialect_insert(t, dialect_name).from_select(list(BACKFILL_COLUMNS), rows)
+    return stmt.on_conflict_do_nothing(index_elements=[t.c[c] for c in schema.AMENDED_UNIQUE])
+
+
+def backfill_preflight_statement(dialect_name: str) -> sa.Select:
+    """The backfill's one read of the messages before its INSERT (one scan, one parse each).
+
+    ``high``: MAX(created_at) over AC-21's source predicate, as :func:`backfill_through_statement`
+    reads it (AC-24 point 1). SQLite only (0 on PostgreSQL, whose columns are typed and whose
+    unparsable metadata aborts the statement instead): ``unrecognised``, the qualifying
+    messages :func:`refuse_unreadable_timestamps` refuses, and ``unreadable``, the messages
+    whose metadata is not JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
+    them only when there are any). The aggregates read the predicate from a
+    :func:`~kandev_dq.sql.mapping.fenced` subquery: PostgreSQL evaluates it once per message.
+    """
+    m = schema.task_session_messages
+    sqlite = dialect_name == "sqlite"
+    unreadable = (queries.unreadable_sqlite(m.c.metadata).label("unreadable"),) if sqlite else ()
+    msg = message_documents("msg", extra=unreadable)
+    flagged = sa.select(
+        sa.case((is_source(msg), 1), else_=0).label("source"),
+        msg.c.created_at,
+        msg.c.updated_at,
+        *([msg.c.unreadable] if sqlite else []),
+    )
+    f = fenced(flagged).subquery("flagged").c
+
+    def total(condition) -> sa.ColumnElement:
+        return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+    zero = sa.literal(0)
+    unrecognised = sa.or_(
+        sa.not_(dialect.recognised_utc_text(f.created_at)),
+        sa.not_(dialect.recognised_utc_text(f.updated_at)),
+    )
+    return sa.select(
+        sa.func.max(sa.case((f.source == 1, dialect.utc_instant(f.created_at)))).label("high"),
+        (total(sa.and_(f.source == 1, unrecognised)) if sqlite else zero).label("unrecognised"),
+        (total(f.unreadable == 1) if sqlite else zero).label("unreadable"),
+    )
+
+
+def backfill_through_statement(dialect_name: str) -> sa.Select:
+    """MAX(created_at) over AC-21's source predicate, as an exact instant (AC-24 point 1)."""
+    sm = subagent_messages("msg")
+    return sa.select(sa.func.max(dialect.utc_instant(sm.c.created_at))).where(qualifies(sm))

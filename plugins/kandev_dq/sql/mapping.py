@@ -1,0 +1,214 @@
+"""The one message→row mapping (CONTRACT §1, §4), shared by the migration runner and the checks.
+
+Which messages qualify and how each becomes a ``task_session_subagents`` row is defined here
+and nowhere else: the metadata fields read as columns (AC-23b), the AC-21 source predicate,
+the AC-21b winner per ``(task_session_id, tool_call_id)``, and the row the backfill inserts
+(§2's NULL / zero / negative / empty rules). The runner inserts :func:`backfill_select`; the
+backfill checks compare stored rows against the same statement.
+
+**The optimisation fence.** Each message's document is read in an inner subquery
+(:func:`message_documents`) so that every field extracted from it reuses one parse. PostgreSQL
+would pull that subquery up into its parent and repeat the ``::jsonb`` cast once per field
+read; a subquery carrying ``OFFSET 0`` is never pulled up (:func:`fenced`), and the fence keeps
+an outer ``created_at`` filter out of it too, so a time window is passed in as ``since``.
+SQLite re-reads the JSON text in each call either way (its parse cache serves repeated reads
+of one document), so flattening costs it nothing measurable: it gets no fence, and no statement
+carries a LIMIT (the backfill is one unbatched INSERT, AC-22).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
+
+from kandev_dq.contract import tables as schema
+from kandev_dq.sql.dialect import at_or_after, json_flag, json_number, json_text, utc_instant
+from kandev_dq.sql.messages import message_doc
+
+SUBAGENT_KIND = "subagent_task"
+#: Where the subagent's own fields sit in a message's metadata document.
+_TASK = ("normalized", "subagent_task")
+#: Text fields copied from the subagent document, in column order.
+TASK_TEXT = ("subagent_type", "description", "agent_id", "child_session_id", "model")
+#: A metric beyond what an INTEGER column holds on PostgreSQL is not stored (on both dialects,
+#: so that they agree, AC-19); no real count comes near it.
+INTEGER_MAX = 2_147_483_647
+
+
+def fenced(select: sa.Select) -> sa.Select:
+    """``select`` with ``OFFSET 0`` on PostgreSQL, which then never merges it into the query
+    that reads it. A literal suffix: ``.offset(0)`` would add a LIMIT on both dialects."""
+    return select.suffix_with("OFFSET 0", dialect="postgresql")
+
+
+def message_documents(
+    name: str, *, since: sa.BindParameter | None = None, extra: tuple = ()
+) -> sa.Subquery:
+    """Every message with its metadata read once as a document ``doc`` (AC-23b), fenced.
+
+    With ``since`` (a bound instant) only messages created at/after it are read, through the
+    created_at index, and only their documents parsed (exact boundary, AC-24e). ``extra``
+    columns of ``task_session_messages`` ride along.
+    """
+    m = schema.task_session_messages
+    read = sa.select(
+        m.c.id,
+        m.c.task_session_id,
+        m.c.task_id,
+        m.c.turn_id,
+        m.c.created_at,
+        m.c.updated_at,
+        message_doc(m).label("doc"),
+        *extra,
+    )
+    if since is not None:
+        read = read.where(at_or_after(m.c.created_at, since))
+    return fenced(read).subquery(name)
+
+
+def is_subagent(doc) -> sa.ColumnElement[bool]:
+    """A message of kind ``subagent_task`` (AC-21)."""
+    return json_text(doc, "normalized", "kind") == SUBAGENT_KIND
+
+
+def non_empty(column) -> sa.ColumnElement[bool]:
+    return sa.and_(column.is_not(None), column != "")
+
+
+def identified(task_session_id, task_id, tool_call_id) -> sa.ColumnElement[bool]:
+    """AC-21 / AC-21a: session id, task id and tool_call_id all non-empty."""
+    return sa.and_(non_empty(task_session_id), non_empty(task_id), non_empty(tool_call_id))
+
+
+def is_source(docs: sa.Subquery) -> sa.ColumnElement[bool]:
+    """The AC-21 source predicate over :func:`message_documents`."""
+    return sa.and_(
+        is_subagent(docs.c.doc),
+        identified(docs.c.task_session_id, docs.c.task_id, json_text(docs.c.doc, "tool_call_id")),
+    )
+
+
+def subagent_messages(
+    name: str = "subagent_messages", *, since: sa.BindParameter | None = None
+) -> sa.Subquery:
+    """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b)."""
+    docs = message_documents(f"{name}_docs", since=since)
+    doc = docs.c.doc
+    return (
+        sa.select(
+            docs.c.id,
+            docs.c.task_session_id,
+            docs.c.task_id,
+            docs.c.turn_id,
+            docs.c.created_at,
+            docs.c.updated_at,
+            json_text(doc, "tool_call_id").label("tool_call_id"),
+            json_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
+            json_text(doc, "status").label("tool_status"),
+            json_text(doc, *_TASK, "status").label("agent_status"),
+            *(json_text(doc, *_TASK, field).label(field) for field in TASK_TEXT),
+            json_flag(doc, *_TASK, "is_async").label("is_async"),
+            *(json_number(doc, *_TASK, m).label(m) for m in schema.METRIC_COLUMNS),
+        )
+        .where(is_subagent(doc))
+        .subquery(name)
+    )
+
+
+def qualifies(sm: sa.Subquery) -> sa.ColumnElement[bool]:
+    """The AC-21 source predicate over :func:`subagent_messages` (whose kind is already read)."""
+    return identified(sm.c.task_session_id, sm.c.task_id, sm.c.tool_call_id)
+
+
+def _id_order(column, dialect_name: str):
+    """Byte order for the id tie-break, whatever the database's collation (AC-19)."""
+    return column.collate("C" if dialect_name == "postgresql" else "BINARY")
+
+
+def winners(dialect_name: str) -> sa.Subquery:
+    """The qualifying messages ranked per (task_session_id, tool_call_id): ``rank`` 1 is the
+    AC-21b winner, the newest created_at, then the greatest id."""
+    sm = subagent_messages("msg")
+    rank = sa.func.row_number().over(
+        partition_by=(sm.c.task_session_id, sm.c.tool_call_id),
+        order_by=(utc_instant(sm.c.created_at).desc(), _id_order(sm.c.id, dialect_name).desc()),
+    )
+    return sa.select(sm, rank.label("rank")).where(qualifies(sm)).subquery("ranked")
+
+
+class _whole(FunctionElement):  # noqa: N801 - reads as a SQL function
+    """A JSON number truncated toward zero, identically on both dialects."""
+
+    inherit_cache = True
+    type = sa.Numeric()
+
+
+@compiles(_whole, "sqlite")
+def _whole_sqlite(element, compiler, **kw):
+    return f"CAST({compiler.process(list(element.clauses)[0], **kw)} AS INTEGER)"
+
+
+@compiles(_whole, "postgresql")
+def _whole_postgresql(element, compiler, **kw):
+    return f"trunc({compiler.process(list(element.clauses)[0], **kw)})"
+
+
+def _metric(value, agent_status, *, keep_zero: bool):
+    """AC-7/7a/8/9: NULL when async_launched, unreported, negative (or 0 unless kept)."""
+    whole = _whole(value)
+    lowest = 0 if keep_zero else 1
+    return sa.case(
+        (agent_status == "async_launched", sa.null()),
+        (sa.and_(whole >= lowest, whole <= INTEGER_MAX), sa.cast(whole, sa.Integer)),
+        else_=sa.null(),
+    )
+
+
+BACKFILL_COLUMNS = (
+    "id",
+    "task_session_id",
+    "task_id",
+    "turn_id",
+    "tool_call_id",
+    "agent_execution_id",
+    "parent_tool_call_id",
+    *TASK_TEXT,
+    "agent_status",
+    "tool_status",
+    "is_async",
+    *schema.METRIC_COLUMNS,
+    "source",
+    "observed_at",
+    "settled_at",
+    "updated_at",
+)
+
+
+def backfill_select(dialect_name: str) -> sa.Select:
+    """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table)."""
+    r = winners(dialect_name)
+    agent_status = sa.func.nullif(r.c.agent_status, "")
+    tool_status = sa.func.nullif(r.c.tool_status, "")
+    return sa.select(
+        r.c.id,
+        r.c.task_session_id,
+        r.c.task_id,
+        sa.func.nullif(r.c.turn_id, "").label("turn_id"),
+        r.c.tool_call_id,
+        sa.literal(schema.UNKNOWN_EXECUTION, sa.Text).label("agent_execution_id"),
+        sa.func.nullif(r.c.parent_tool_call_id, "").label("parent_tool_call_id"),
+        *(sa.func.nullif(r.c[name], "").label(name) for name in TASK_TEXT),
+        agent_status.label("agent_status"),
+        tool_status.label("tool_status"),
+        sa.func.coalesce(r.c.is_async, 0).label("is_async"),
+        _metric(r.c.total_tokens, agent_status, keep_zero=False).label("total_tokens"),
+        _metric(r.c.tool_use_count, agent_status, keep_zero=True).label("tool_use_count"),
+        _metric(r.c.duration_ms, agent_status, keep_zero=False).label("duration_ms"),
+        sa.literal("backfill", sa.Text).label("source"),
+        r.c.created_at.label("observed_at"),
+        sa.case(
+            (tool_status.in_(schema.TERMINAL_TOOL_STATUSES), r.c.updated_at), else_=sa.null()
+        ).label("settled_at"),
+        r.c.updated_at.label("updated_at"),
+    ).where(r.c.rank == 1)

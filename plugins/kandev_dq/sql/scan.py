@@ -1,0 +1,75 @@
+"""Counted scans: a rule's conditions declared once, every count read in ONE statement, and a
+capped sample (primary key first) read afterwards only for each non-zero count.
+
+Every facts family reads its offences this way, so a healthy store costs one statement per
+family whatever the number of rules, and a faulty one a few more, each capped at
+:data:`~kandev_dq.sql.messages.SAMPLE_LIMIT` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+import sqlalchemy as sa
+
+from kandev_dq.sql.messages import sample_of
+
+
+class Part(TypedDict):
+    """How many rows broke one condition, and a capped sample of them."""
+
+    count: int
+    sample: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Counted:
+    """One condition of a scan: the rows it flags (``when``) and how to sample them (``sample``,
+    ordered and carrying primary keys; None when only the count is reported). ``count``
+    replaces the row count when the condition is counted another way (a scalar subquery)."""
+
+    when: sa.ColumnElement[bool] | None = None
+    sample: sa.Select | None = None
+    count: sa.ColumnElement | None = None
+
+
+def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
+    """How many scanned rows satisfy ``condition`` (0, never NULL, over no rows)."""
+    return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
+
+
+def part(conn: sa.Connection, count: int, sample: sa.Select | None) -> Part:
+    """A count read by the counting statement, with a capped sample only when non-zero."""
+    shown = sample_of(conn, sample) if count and sample is not None else []
+    return {"count": count, "sample": shown}
+
+
+def counted_scan(
+    conn: sa.Connection,
+    conditions: Mapping[str, Counted],
+    *,
+    select_from: sa.FromClause | None = None,
+    where: sa.ColumnElement[bool] | None = None,
+    extra: Iterable[sa.ColumnElement] = (),
+) -> tuple[sa.RowMapping, dict[str, Part]]:
+    """Every condition's count (and the labelled ``extra`` aggregates) in one statement, then
+    a sample for each non-zero count. Returns the counting row and one :class:`Part` per
+    condition that has a sample."""
+    counts = [
+        (c.count if c.count is not None else count_when(c.when)).label(name)
+        for name, c in conditions.items()
+    ]
+    stmt = sa.select(*extra, *counts)
+    if select_from is not None:
+        stmt = stmt.select_from(select_from)
+    if where is not None:
+        stmt = stmt.where(where)
+    row = conn.execute(stmt).mappings().one()
+    parts = {
+        name: part(conn, int(row[name]), c.sample)
+        for name, c in conditions.items()
+        if c.sample is not None
+    }
+    return row, parts
