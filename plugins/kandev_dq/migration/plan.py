@@ -9,7 +9,6 @@ from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
-    shown_key,
 )
 from kandev_dq.migration.report import (
     STEP_AMEND,
@@ -70,7 +69,7 @@ def plan(store: Store, report: MigrationReport) -> None:
         has_meta = sa.inspect(conn).has_table(schema.kandev_meta.name)
         shape = observe_subagents(conn)
         keys = read_keys(conn)
-        report.shape, report.keys = shape, {k: shown_key(v) for k, v in keys.items()}
+        report.shape, report.keys = shape, keys
         unreadable = queries.Unreadable()  # AC-23b, as the backfill itself reads them
         report.qualifying_messages = queries.tolerating_unreadable_metadata(
             conn,

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.instants import shown_key
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.activation import KEY_LEDGER
 from kandev_dq.facts.activation import state_of
@@ -94,7 +93,7 @@ def run_check(
             checkpoint=checkpoint,
             success=True,
             state=state_of(keys),
-            keys={name: shown_key(value) for name, value in keys.items()},
+            keys=keys,
             results=[rule_result(r) for v in outcome.run_results.values() for r in v.results],
         )
         report.success = not report.failures("error")

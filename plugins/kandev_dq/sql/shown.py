@@ -4,7 +4,7 @@ A store value may be any size (one 50 MB description, a 10 MB key). Wherever kan
 or records a value it reads :func:`shown`, never the column: a value up to ``limit``
 characters as stored, a longer one as its head, its length and a digest, so a huge value is
 never fetched whole, and a rewrite beyond its head still changes what is recorded (AC-24
-write-once). The form is the one :func:`kandev_dq.contract.instants.shown_key` gives in Python.
+write-once).
 
 The digest is SHA-256 on both dialects, so one value reads alike on either. PostgreSQL has
 ``sha256()``; SQLite has no hash function, so kandev-dq registers one on each connection it
@@ -20,8 +20,11 @@ import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from kandev_dq.contract.instants import KEY_DISPLAY_LIMIT, SHOWN_DIGEST_CHARS, SHOWN_HEAD_CHARS
-
+#: A value longer than this (an RFC3339 key has at most 35 characters) is shown and recorded
+#: as its first :data:`SHOWN_HEAD_CHARS` characters, its length and a digest's head.
+KEY_DISPLAY_LIMIT = 200
+SHOWN_HEAD_CHARS = 40
+SHOWN_DIGEST_CHARS = 16
 _SQLITE_SHA256 = "kandev_dq_sha256"
 
 
