@@ -17,11 +17,12 @@ rows the same way: as messages of no kind, skipped like any non-subagent message
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -35,6 +36,9 @@ log = logging.getLogger("kandev_dq.sql.messages")
 T = TypeVar("T")
 
 SAMPLE_LIMIT = 20
+_PG_TIMESTAMPTZ_TEXT = re.compile(
+    r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2})?", re.ASCII
+)
 #: A sampled value longer than this is shown as its head, length and digest (cut in SQL).
 SAMPLE_VALUE_CHARS = 200
 
@@ -232,7 +236,12 @@ def display(value: Any) -> Any:
         try:
             return parse_stored(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         except ValueError:
-            return value
+            pass
+        # PostgreSQL's text of a timestamptz (sample_of reads instants as text): "+00", or the
+        # session's offset, never "+00:00".
+        if _PG_TIMESTAMPTZ_TEXT.fullmatch(value):
+            return datetime.fromisoformat(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value
     if hasattr(value, "is_integer") and not isinstance(value, float | int):
         return int(value) if value == int(value) else float(value)
     return value
