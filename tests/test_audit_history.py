@@ -28,7 +28,16 @@ from tests.test_check_cli import kandev_dq
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 PAIRED = "expect_activation_keys_to_be_paired"
-CHECK_JSON_KEYS = {"store", "dialect", "checkpoint", "success", "state", "keys", "results"}
+CHECK_JSON_KEYS = {
+    "store",
+    "dialect",
+    "checkpoint",
+    "success",
+    "state",
+    "state_explanation",
+    "keys",
+    "results",
+}
 TQDM_MARKS = ("Calculating Metrics", "it/s", "█", "\r")
 PASSWORD = "s3cret"
 

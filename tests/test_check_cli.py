@@ -33,7 +33,16 @@ def test_json_output_in_a_fresh_process(target, project):
     done = kandev_dq("check", "--store", target.url, "--project", str(project), "--format", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)  # exactly one JSON object on stdout
-    assert set(report) == {"store", "dialect", "checkpoint", "success", "state", "keys", "results"}
+    assert set(report) == {
+        "store",
+        "dialect",
+        "checkpoint",
+        "success",
+        "state",
+        "state_explanation",
+        "keys",
+        "results",
+    }
     assert report["dialect"] == target.dialect and report["state"] == "fully_activated"
     assert report["keys"]["subagent_context_backfill_through"] == ""
     first = report["results"][0]

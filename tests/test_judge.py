@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kandev_dq.expectations import backfill, health, rows, stored_text
+from kandev_dq.expectations import activation, backfill, health, rows, stored_text
 from kandev_dq.expectations.base import KandevExpectation
 
 OFFENDING = {"count": 2, "sample": [{"id": "r1"}, {"id": "r2"}]}
@@ -140,6 +140,14 @@ def test_metadata_that_is_json_passes_and_unreadable_metadata_fails():
     assert not failed.success and failed.unexpected_count == 2
 
 
+def test_repeated_member_names_are_named_with_their_messages():
+    rule = stored_text.ExpectMessageMetadataMemberNamesToBeUnique.at_default_severity()
+    assert rule.judge({"repeated_names": CLEAN}).success
+    failed = rule.judge({"repeated_names": OFFENDING})
+    assert not failed.success and failed.unexpected_count == 2
+    assert failed.sample == OFFENDING["sample"] and "last one winning" in failed.message
+
+
 TIMESTAMPS = stored_text.ExpectTimestampsInRecognisedUtcForm
 
 
@@ -162,3 +170,38 @@ TIMESTAMPS = stored_text.ExpectTimestampsInRecognisedUtcForm
 def test_timestamps_in_a_recognised_utc_form(timestamps, success):
     facts = {"dialect": "sqlite", "timestamps": timestamps}
     assert TIMESTAMPS.at_default_severity().judge(facts).success is success
+
+
+STATE = activation.ExpectActivationStateToBeInSet
+
+
+def _activation_facts(state: str, *, amended: bool, execution_since: str | None) -> dict:
+    return {
+        "state": state,
+        "amended": amended,
+        "keys": {
+            "subagent_context_capture_since": "2026-07-30T01:39:37.271235Z",
+            "subagent_context_backfill_through": "",
+            "subagent_context_execution_since": execution_since,
+        },
+        "schema_findings": [],
+    }
+
+
+def test_an_accepted_state_passes_and_capture_only_is_explained():
+    rule = STATE.at_default_severity(accepted_states=["fully_activated"])
+    full = _activation_facts("fully_activated", amended=True, execution_since="2026-07-30T01Z")
+    assert rule.judge(full).success
+    failed = rule.judge(_activation_facts("capture_only", amended=True, execution_since=None))
+    assert not failed.success and failed.unexpected_count == 1
+    assert "AC-33b self-heal case" in failed.message and "kandev-dq migrate" in failed.message
+    unamended = rule.judge(_activation_facts("capture_only", amended=False, execution_since=None))
+    assert "self-heal" not in unamended.message and "amends it" in unamended.message
+
+
+def test_a_pending_self_heal_is_a_warning_naming_the_command():
+    rule = activation.ExpectExecutionSinceNotPendingSelfHeal.at_default_severity()
+    pending = rule.judge(_activation_facts("capture_only", amended=True, execution_since=None))
+    assert not pending.success and "`kandev-dq migrate`" in pending.message
+    unamended = _activation_facts("capture_only", amended=False, execution_since=None)
+    assert rule.judge(unamended).success

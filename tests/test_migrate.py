@@ -709,6 +709,26 @@ def test_written_keys_are_rfc3339_nano(target, monkeypatch):
         assert parse_key(value).rfc3339nano() == value
 
 
+def test_backfill_through_keeps_every_digit_of_a_nine_digit_column(sqlite_target):
+    """Upstream's SQLite columns carry up to 9 fraction digits (CONTRACT §1): the published
+    high-water mark is the true MAX, not its microsecond (seed point 1)."""
+    base_store(sqlite_target, "amended")
+    seed(
+        sqlite_target,
+        lambda c: (
+            add_session(c),
+            add_message(
+                c, "m1", subagent_metadata("tc-1"), created_at="2026-07-30 01:39:16.813443524+00:00"
+            ),
+            add_message(
+                c, "m2", subagent_metadata("tc-2"), created_at="2026-07-30 01:39:16.813443+00:00"
+            ),
+        ),
+    )
+    assert run_migration(sqlite_target).ok
+    assert keys(sqlite_target)[BACKFILL_THROUGH] == "2026-07-30T01:39:16.813443524Z"
+
+
 def test_unpatched_keys_round_trip(target):
     base_store(target, None)
     assert run_migration(target).ok

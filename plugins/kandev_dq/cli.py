@@ -218,6 +218,8 @@ def _print_report(report, headline: str) -> None:
         for r in flagged:
             say(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"))
     say(headline)
+    if report.state != "fully_activated" and report.state_explanation:
+        say(one_line(report.state_explanation))
     if report.docs_index:
         say(f"data docs: {report.docs_index}")
 

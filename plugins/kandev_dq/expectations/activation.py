@@ -16,6 +16,7 @@ from kandev_dq.contract.instants import (
     Precision,
     parse_key,
 )
+from kandev_dq.contract.states import SELF_HEAL, STATES, explain_state
 from kandev_dq.expectations.base import (
     Finding,
     KandevExpectation,
@@ -24,7 +25,6 @@ from kandev_dq.expectations.base import (
     register_facts,
 )
 from kandev_dq.facts.activation import (
-    STATES,
     activation_facts,
     disclosure_facts,
     sentinel_backfill_facts,
@@ -182,10 +182,13 @@ class ExpectActivationStateToBeInSet(_ActivationExpectation):
                 observed_value=state,
                 message=f"state {state} is accepted ({accepted})",
             )
+        # The state alone reads like an unexplained failure: say what it means, why a store
+        # reaches it and what moves it on (AC-24c; upstream's build never writes AC-33b's key).
+        explained = explain_state(state, amended=facts.get("amended"))
         return Finding(
             success=False,
             observed_value=state,
-            message=f"state {state} is not accepted ({accepted})",
+            message=f"state {state} is not accepted ({accepted}). {explained}",
             unexpected_count=1,
         )
 
@@ -220,8 +223,9 @@ class ExpectExecutionSinceOnlyOnAmendedSchema(_ActivationExpectation):
 class ExpectExecutionSinceNotPendingSelfHeal(_ActivationExpectation):
     """The amended schema holds and execution_since is written (AC-33b self-heal case).
 
-    Amended but key absent means a committed rebuild whose key write failed; the next
-    migrate run writes it with no rebuild. A warning, since nothing is lost meanwhile.
+    Amended but key absent means a build that does not write the key (upstream's current
+    build never does) or a committed rebuild whose key write failed; the next migrate run
+    writes it with no rebuild. A warning, since nothing is lost meanwhile.
     """
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
@@ -233,9 +237,7 @@ class ExpectExecutionSinceNotPendingSelfHeal(_ActivationExpectation):
             return Finding(
                 success=False,
                 observed_value="self-heal pending",
-                message=(
-                    "self-heal pending: the next `kandev-dq migrate` run writes execution_since"
-                ),
+                message=f"self-heal pending. {SELF_HEAL}",
                 unexpected_count=1,
             )
         return Finding(success=True, observed_value="consistent", message="no self-heal pending")

@@ -11,6 +11,7 @@ from great_expectations.expectations.metadata_types import FailureSeverity
 
 from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
 from kandev_dq.facts.stored_text import stored_text_facts
+from kandev_dq.sql.dialect import JSON_MAX_DEPTH
 
 STORED_TEXT = register_facts("kandev.stored_text_facts", stored_text_facts)
 #: How many offending values a message names (the sample holds more).
@@ -20,7 +21,8 @@ NAMED = 5
 class ExpectMessageMetadataToBeJson(KandevExpectation):
     """Every message's metadata is JSON, NULL, ``''`` or ``'null'`` (AC-23b).
 
-    Text that is none of these (``{bad``, ``{"a":}``, a truncated document) is read as ``{}``
+    Text that is none of these (``{bad``, ``{"a":}``, a truncated document), or JSON nested
+    deeper than :data:`kandev_dq.sql.dialect.JSON_MAX_DEPTH` levels, is read as ``{}``
     on both dialects, as AC-23b reads NULL: one bad row aborts nothing, and it counts as a
     message of no kind, so the backfill skips it and the shortfall never sees it. That is the
     reason for a finding: a subagent message among them is invisible to both, so the store
@@ -49,10 +51,50 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
             success=False,
             observed_value=count,
             message=(
-                f"{count} message(s) hold metadata that is not JSON: read as {{}} on both "
-                "dialects "
-                "(AC-23b), so the backfill skips them and writer health cannot see them; a "
-                "subagent among them goes unrecorded and unchecked. Rewrite them as JSON"
+                f"{count} message(s) hold metadata that is not JSON (or nests deeper than "
+                f"{JSON_MAX_DEPTH} levels): read as {{}} on both dialects (AC-23b), so the "
+                "backfill skips them and writer health cannot see them; a subagent among them "
+                "goes unrecorded and unchecked. Rewrite them as JSON"
+            ),
+            unexpected_count=count,
+            sample=part["sample"],
+        )
+
+
+class ExpectMessageMetadataMemberNamesToBeUnique(KandevExpectation):
+    """No message's metadata repeats a member name the reading takes (AC-23b, AC-19).
+
+    JSON leaves a repeated member name open (RFC 8259): ``{"tool_call_id": "a",
+    "tool_call_id": "b"}`` may mean either. Both dialects read the last one
+    (``docs/interpretations.md``), so every rule classifies the message the same way on SQLite
+    and PostgreSQL (AC-19); but a writer that repeats a name may have meant the first, so such
+    messages are named. Checked along every member path the subagent reading takes (the
+    AC-21 predicate, the kind, the row's fields), names compared decoded. A **warning**: the
+    verdicts hold under the decided reading.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
+    facts: ClassVar[str] = STORED_TEXT
+    rules: ClassVar[tuple[str, ...]] = ("AC-23b", "AC-19")
+    rule_text: ClassVar[str] = "No message's metadata repeats a member name the rules read"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        part = facts["repeated_names"]
+        count = part["count"]
+        if not count:
+            return Finding(
+                success=True,
+                observed_value=0,
+                message="no message's metadata repeats a member name the rules read",
+                unexpected_count=0,
+            )
+        return Finding(
+            success=False,
+            observed_value=count,
+            message=(
+                f"{count} message(s) repeat a member name the rules read in their metadata: "
+                "read with the last one winning on both dialects (AC-19), which a writer may "
+                "not have meant; rewrite them with each name once"
             ),
             unexpected_count=count,
             sample=part["sample"],

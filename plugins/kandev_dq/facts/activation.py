@@ -22,6 +22,7 @@ from kandev_dq.contract.instants import (
     Precision,
     read_key,
 )
+from kandev_dq.contract.states import state_of
 from kandev_dq.contract.tables import UNKNOWN_EXECUTION, subagents
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
@@ -30,7 +31,6 @@ from kandev_dq.sql.messages import display, every_document_parsed
 from kandev_dq.sql.scan import Counted, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
-STATES = ("fully_activated", "capture_only", "execution_only", "not_activated")
 _LEGACY_TOLERANCE = timedelta(seconds=1)
 
 
@@ -50,17 +50,6 @@ def describe_key(name: str, raw: str | None) -> dict[str, Any]:
         "instant": value.rfc3339nano(),
         "precision": value.precision,
     }
-
-
-def state_of(keys: dict[str, str | None]) -> str:
-    """AC-24c: the state is read from key presence alone, never from rows."""
-    capture, execution = keys[CAPTURE_SINCE] is not None, keys[EXECUTION_SINCE] is not None
-    return {
-        (True, True): "fully_activated",
-        (True, False): "capture_only",
-        (False, True): "execution_only",
-        (False, False): "not_activated",
-    }[(capture, execution)]
 
 
 def _instant(name: str, raw: str | None) -> Instant | None:

@@ -34,7 +34,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
-from kandev_dq.sql.dialect import at_or_after, before, instant_param, utc_instant
+from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
 from kandev_dq.sql.messages import count_and_sample, every_document_parsed
@@ -96,7 +96,6 @@ class _Comparison:
     e: Any
     joined: sa.Join
     mapping: sa.Subquery
-    maps: sa.ColumnElement[bool]
     execution: sa.ColumnElement
     is_backfill: sa.ColumnElement[bool]
     relabel_candidate: sa.ColumnElement[bool]
@@ -159,7 +158,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> dict[str, Any]
     expected_rows = counts["expected_rows"]
     if expected_rows is None:  # no row met an expected one: count the mapping on its own
         expected_rows = conn.execute(
-            sa.select(sa.func.count()).select_from(cmp.mapping).where(cmp.maps)
+            sa.select(sa.func.count()).select_from(cmp.mapping)
         ).scalar_one()
     winner: Part = {"count": 0, "sample": []}
     if counts["winner"]:  # one row per backfill row, whichever losers it matches
@@ -206,17 +205,17 @@ def _compare(
     b = table.c
     unknown = sa.literal(schema.UNKNOWN_EXECUTION, sa.Text)
     execution = b[EXECUTION_COLUMN] if shape.has_execution_column else unknown
-    # The backfill maps only messages created before capture_since (sampled after its INSERT);
-    # later ones are the live writer's, so a fresh install with live traffic maps nothing. How
-    # many it maps rides on every expected row (a window over the whole set), so the counting
-    # statement reads the messages once. (A CTE read twice would be materialised, and
-    # PostgreSQL, misjudging how many rows its JSON filter keeps, loops over it per row.)
-    mapping = backfill_select(conn.dialect.name).subquery("mapping")
-    if capture is not None:
-        maps = before(mapping.c.observed_at, instant_param("mapped_before", capture))
-    else:
-        maps = sa.true()
-    mapped_total = sa.func.sum(sa.case((maps, 1), else_=0)).over()
+    # The backfill read only messages created before capture_since (sampled after its INSERT,
+    # so a message committed between the MAX and the INSERT is still among them); later ones
+    # are the live writer's. They are left out before the AC-21b ranking, not after: a later
+    # execution reusing a tool_call_id (AC-22, AC-32) never "wins" a row written before it
+    # existed. A fresh install with live traffic maps nothing. How many it maps rides on every
+    # expected row (a window over the whole set), so the counting statement reads the
+    # messages once. (A CTE read twice would be materialised, and PostgreSQL, misjudging how
+    # many rows its JSON filter keeps, loops over it per row.)
+    existed = instant_param("mapped_before", capture) if capture is not None else None
+    mapping = backfill_select(conn.dialect.name, existed).subquery("mapping")
+    mapped_total = sa.func.count().over()
     expected = sa.select(mapping, mapped_total.label("mapped_total")).subquery("expected")
     e = expected.c
     joined = table.outerjoin(
@@ -243,7 +242,6 @@ def _compare(
         e=e,
         joined=joined,
         mapping=mapping,
-        maps=maps,
         execution=execution,
         is_backfill=is_backfill,
         relabel_candidate=relabel_candidate,

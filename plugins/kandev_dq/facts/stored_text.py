@@ -5,6 +5,10 @@
   excluding the ids located after ``::jsonb`` rejected them
   (:func:`kandev_dq.sql.messages.tolerating_unreadable_metadata`). The rows are the same on both
   dialects: text that is neither NULL, blank nor JSON.
+  Metadata nested deeper than :data:`kandev_dq.sql.dialect.JSON_MAX_DEPTH` is unreadable too:
+  SQLite's ``json_valid`` is 0 for it, PostgreSQL counts it with ``metadata_too_deep``.
+* **Member names repeated** in an object the message reading walks (AC-23b, AC-19): read
+  last-wins on both dialects, and named (:func:`repeated_names`).
 * **Timestamps in no recognised UTC text form** (AC-24e, SQLite only). The exact-instant
   construct reads the forms of CONTRACT §1; any other text would be compared as if it were
   one (``30/07/2026`` sorts after every 2026 date, ``…+02:00`` reads two hours late). Counted
@@ -27,7 +31,12 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
 from kandev_dq.sql.clock_range import beyond_any_clock
-from kandev_dq.sql.dialect import recognised_utc_text
+from kandev_dq.sql.dialect import (
+    metadata_doc,
+    metadata_too_deep,
+    recognised_utc_text,
+    repeated_member,
+)
 from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
@@ -45,6 +54,30 @@ TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 _SAMPLE = 20
 _SHOWN_CHARS = 60
+#: Every member path the subagent reading (:mod:`kandev_dq.sql.messages`, the migration runner)
+#: takes: a name repeated along one of them changes what the rules read (AC-21, AC-23b).
+_TASK = ("normalized", "subagent_task")
+READ_PATHS: tuple[tuple[str, ...], ...] = (
+    ("tool_call_id",),
+    ("parent_tool_call_id",),
+    ("status",),
+    ("normalized", "kind"),
+    *(
+        (*_TASK, name)
+        for name in (
+            "status",
+            "subagent_type",
+            "description",
+            "agent_id",
+            "child_session_id",
+            "model",
+            "is_async",
+            "total_tokens",
+            "tool_use_count",
+            "duration_ms",
+        )
+    ),
+)
 
 
 def _misread(column) -> sa.ColumnElement:
@@ -68,8 +101,11 @@ def stored_text_facts(conn: sa.Connection) -> dict[str, Any]:
         if found.ids is None:  # no earlier family of this snapshot has looked
             found.ids = locate_unreadable_metadata(conn)
         ids = found.ids
-        unreadable_count = len(ids)
+        unreadable_count = (
+            len(ids) + conn.execute(sa.select(sa.func.count()).where(_too_deep(ids))).scalar_one()
+        )
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
+    facts["repeated_names"] = repeated_names(conn, ids)
 
     shape = observe_subagents(conn)
     facts["out_of_range"] = _out_of_range(conn, shape)
@@ -117,8 +153,46 @@ def _unreadable_sample(
     if ids is None:
         stmt = stmt.where(unreadable_sqlite(m.c.metadata))
     else:
-        stmt = stmt.where(m.c.id.in_(ids[:_SAMPLE]))
+        stmt = stmt.where(sa.or_(m.c.id.in_(ids[:_SAMPLE]), _too_deep(ids)))
     rows = conn.execute(stmt.order_by(m.c.id).limit(_SAMPLE)).mappings()
+    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
+
+
+def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
+    m = task_session_messages
+    return metadata_too_deep(m.c.metadata, id_column=m.c.id, excluded=ids)
+
+
+def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str, Any]:
+    """Messages whose metadata repeats a member name along :data:`READ_PATHS` (AC-23b, AC-19).
+
+    Read as text with every member kept, the unreadable ``ids`` as ``{}``.
+    """
+    m = task_session_messages
+    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
+    docs = (
+        sa.select(m.c.id, m.c.task_session_id, m.c.created_at, doc.label("doc"))
+        .offset(0)
+        .subquery("docs")
+    )
+    repeated = sa.select(docs.c.id).where(repeated_member(docs.c.doc, *READ_PATHS))
+    count = conn.execute(
+        sa.select(sa.func.count()).select_from(repeated.subquery("repeated"))
+    ).scalar_one()
+    if not count:
+        return {"count": 0, "sample": []}
+    stmt = (
+        sa.select(
+            docs.c.id,
+            docs.c.task_session_id,
+            sa.cast(docs.c.created_at, sa.Text).label("created_at"),
+            sa.func.substr(sa.cast(docs.c.doc, sa.Text), 1, _SHOWN_CHARS).label("metadata"),
+        )
+        .where(repeated_member(docs.c.doc, *READ_PATHS))
+        .order_by(docs.c.id)
+        .limit(_SAMPLE)
+    )
+    rows = conn.execute(stmt).mappings()
     return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
 
 

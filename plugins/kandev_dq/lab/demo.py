@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from kandev_dq.contract.states import state_of
 from kandev_dq.errors import KandevDqError
-from kandev_dq.facts.activation import state_of
 from kandev_dq.lab import sample
 from kandev_dq.migration import runner as migrate
 from kandev_dq.run.check import CheckReport, run_check

@@ -18,9 +18,8 @@ from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
-    Instant,
     now_instant,
-    parse_stored,
+    parse_stored_instant,
 )
 from kandev_dq.migration.report import (
     SHAPE_STEPS,
@@ -184,10 +183,14 @@ def unmappable_timestamps(conn: sa.Connection) -> str | None:
 
 
 def backfill_through_value(high: str | datetime | None) -> str:
-    """RFC3339Nano of the source MAX(created_at), or ``''`` when nothing matched (AC-24f)."""
+    """RFC3339Nano of the source MAX(created_at), or ``''`` when nothing matched (AC-24f).
+
+    Every digit the store holds is kept (seed point 1: the true high-water mark): up to 9 on
+    SQLite, whose exact-instant text carries nanoseconds, 6 on PostgreSQL.
+    """
     if high is None:
         return ""
-    return Instant.from_datetime(parse_stored(high)).rfc3339nano()
+    return parse_stored_instant(high).rfc3339nano()
 
 
 # --- the backfill's statements ----------------------------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import ACTIVATION_KEYS
+from kandev_dq.contract.states import FULLY_ACTIVATED, explain_state, state_of
 from kandev_dq.errors import ExitCode
 from kandev_dq.store.observe import SubagentsShape
 
@@ -100,6 +101,12 @@ class MigrationReport:
             value = self.keys.get(key)
             shown = "(absent)" if value is None else ("'' (sentinel)" if value == "" else value)
             lines.append(f"  {key} = {shown}")
+        if self.dry_run and len(self.keys) == len(ACTIVATION_KEYS):
+            state = state_of(self.keys)
+            amended = self.shape.clauses_1_to_3_hold if self.shape is not None else None
+            lines.append(f"  state: {state}")
+            if state != FULLY_ACTIVATED:  # what the state means and what this run changes
+                lines.append(f"    {explain_state(state, amended=amended)}")
         if self.qualifying_messages is not None:
             lines.append(f"  qualifying messages: {self.qualifying_messages}")
         if self.backfill_rows is not None:

@@ -92,7 +92,8 @@ def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) ->
         "",
         f"- Store: {markdown_code(report.store)} ({markdown_text(report.dialect)})",
         f"- Checkpoint: {markdown_code(report.checkpoint)}",
-        f"- Activation state (AC-24c): {markdown_code(report.state)}",
+        f"- Activation state (AC-24c): {markdown_code(report.state)}: "
+        f"{markdown_text(report.state_explanation)}",
         f"- Verdict: {markdown_text(verdict_line(report))}",
         f"- Ran at: {ran_at} (UTC)",
         f"- kandev-dq {version()}, Great Expectations {version('great-expectations')}",

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.facts.activation import STATES
+from kandev_dq.contract.states import STATES
 from kandev_dq.run.checkpoint import parse_run_name, store_tag
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import load_context

@@ -52,6 +52,7 @@ from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJin
 from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
+from kandev_dq.contract.states import explain_state
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 
@@ -71,16 +72,6 @@ STATE_STYLE = {
     "capture_only": "badge-warning",
     "execution_only": "badge-warning",
     "not_activated": "badge-danger",
-}
-STATE_MEANING = {
-    "fully_activated": "capture_since and execution_since are present: the record is complete "
-    "from capture_since, and execution ids can be trusted.",
-    "capture_only": "capture works, but Amendment 1 is not applied (execution_since absent): "
-    "no execution id may be trusted.",
-    "execution_only": "the execution dimension is fine, but the backfill has not yet succeeded "
-    "(capture_since absent): the writer-health comparison must not run.",
-    "not_activated": "neither capture_since nor execution_since is present: the feature is not "
-    "activated on this store.",
 }
 KEY_LABELS = {
     "subagent_context_capture_since": "capture_since",
@@ -283,6 +274,12 @@ def _by_type(suite_run: SuiteRun | None, fragment: str) -> RuleResult | None:
 
 def _observed(rule: RuleResult | None) -> Any:
     return rule.observed_value if rule is not None else None
+
+
+def _amended(overview: Overview) -> bool | None:
+    """Whether the latest run saw AC-33 clauses 1-3 hold (None when it was not recorded)."""
+    latest = overview.latest
+    return latest.record.get("amended") if latest is not None and latest.record else None
 
 
 def key_view(overview: Overview) -> tuple[str | None, dict[str, dict[str, Any]], str]:
@@ -685,7 +682,12 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
         _block(
             "<div class='mb-1 text-muted'>Activation state (AC-24c)</div>$state"
             "<span class='kandev-state-why'>$why</span>",
-            {"state": state or "unknown", "why": STATE_MEANING.get(state or "", "not recorded")},
+            {
+                "state": state or "unknown",
+                "why": explain_state(state, amended=_amended(overview))
+                if state
+                else "not recorded",
+            },
             classes=["kandev-state-line", "mt-3"],
             param_classes={
                 "state": [

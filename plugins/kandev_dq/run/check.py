@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.activation import KEY_LEDGER
-from kandev_dq.facts.activation import state_of
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import KeyLedger, store_identity
@@ -23,6 +23,7 @@ from kandev_dq.run.register import record_run, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
+from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.snapshot import pinned
 
 LEDGER = Path("uncommitted") / "key_ledger.json"
@@ -36,6 +37,8 @@ class CheckReport:
     success: bool
     state: str
     keys: dict[str, str | None]
+    #: What the state means, why a store is in it, and what moves it on (AC-24c).
+    state_explanation: str = ""
     results: list[RuleResult] = field(default_factory=list)
     docs_index: str | None = None
 
@@ -76,8 +79,9 @@ def run_check(
             pinned(store.engine, reader=gx_engine) as run,
         ):
             keys = read_keys(run.connection)
+            amended = observe_subagents(run.connection).clauses_1_to_3_hold
             # Before GX runs: the data docs it builds during the run show this record.
-            record_run(project, run_key(run_id), identity, store.dialect, keys)
+            record_run(project, run_key(run_id), identity, store.dialect, keys, amended)
             outcome = runs.run_checkpoint(
                 context,
                 checkpoint,
@@ -94,6 +98,7 @@ def run_check(
             success=True,
             state=state_of(keys),
             keys=keys,
+            state_explanation=explain_state(state_of(keys), amended=amended),
             results=[rule_result(r) for v in outcome.run_results.values() for r in v.results],
         )
         report.success = not report.failures("error")

@@ -74,6 +74,7 @@ def _writer_health_suite() -> list:
         h.ExpectNoWriterExcessSinceCaptureSince.at_default_severity(),
         h.ExpectNoCrossExecutionCollisionsSinceCaptureSince.at_default_severity(),
         t.ExpectMessageMetadataToBeJson.at_default_severity(),
+        t.ExpectMessageMetadataMemberNamesToBeUnique.at_default_severity(),
     ]
 
 

@@ -14,7 +14,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.facts.activation import describe_key, state_of
+from kandev_dq.contract.states import state_of
+from kandev_dq.facts.activation import describe_key
 from kandev_dq.run.jsonfile import write_json_atomically
 from kandev_dq.store.access import redact
 
@@ -30,15 +31,22 @@ def run_key(run_id) -> str:
 
 
 def record_run(
-    root: Path, key: str, identity: str, dialect: str, keys: dict[str, str | None]
+    root: Path,
+    key: str,
+    identity: str,
+    dialect: str,
+    keys: dict[str, str | None],
+    amended: bool | None = None,
 ) -> None:
     """Record a run: its store (by ledger identity, redacted once more for safety), dialect,
-    AC-24c state and activation keys. The newest :data:`REGISTER_LIMIT` runs are kept."""
+    AC-24c state, whether AC-33 clauses 1-3 held, and the activation keys. The newest
+    :data:`REGISTER_LIMIT` runs are kept."""
     register = load_register(root)
     register[key] = {
         "store": redact(identity),
         "dialect": dialect,
         "state": state_of(keys),
+        "amended": amended,
         "keys": {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()},
     }
     if len(register) > REGISTER_LIMIT:

@@ -14,7 +14,10 @@ Every query in kandev-dq reaches timestamps and message metadata only through th
 * :func:`at_or_after` / :func:`before` — a column against a parsed key bound as a parameter
   (equality lands after, AC-24 point 3), index-friendly on both dialects.
 * :func:`metadata_doc`, :func:`json_text`, :func:`json_number`, :func:`json_flag` — JSON read
-  out of the TEXT ``metadata`` column with NULL / ``''`` / ``'null'`` read as ``{}`` (AC-23b).
+  out of the TEXT ``metadata`` column with NULL / ``''`` / ``'null'`` read as ``{}`` (AC-23b),
+  member names decoded and the last of repeated names winning, nesting past
+  :data:`JSON_MAX_DEPTH` unreadable, alike on both dialects (AC-19).
+* :class:`repeated_member`, :class:`metadata_too_deep` — the messages those readings name.
 * :class:`recognised_utc_text` — whether a stored timestamp is one of the UTC text forms the
   SQLite exact-instant construct reads correctly (always true for PostgreSQL's typed column).
 """
@@ -244,14 +247,29 @@ class metadata_doc(FunctionElement):  # noqa: N801
     with the table's ``id_column``: those rows read as ``{}`` too. The exclusion is compiled
     only when the list is non-empty, so the common statement is unchanged.
 
+    Nesting deeper than :data:`JSON_MAX_DEPTH` reads as ``{}`` on both dialects (SQLite's own
+    parser limit; PostgreSQL probes only documents with more brackets than the limit).
+
     PostgreSQL casts once per row (``::jsonb``); read it through a subquery column so the cast
-    is not repeated per extracted field.
+    is not repeated per extracted field. ``as_text`` leaves the text uncast, every member as
+    written, for :class:`repeated_member` (``jsonb`` keeps only the last of repeated names).
     """
 
     inherit_cache = True
     type = sa.Text()
+    _traverse_internals = FunctionElement._traverse_internals + [
+        ("as_text", InternalTraversal.dp_plain_obj)
+    ]
 
-    def __init__(self, column, *, id_column=None, excluded: Sequence[str] = ()):
+    def __init__(
+        self,
+        column,
+        *,
+        id_column=None,
+        excluded: Sequence[str] = (),
+        as_text: bool = False,
+    ):
+        self.as_text = as_text
         excluded = tuple(excluded)
         if excluded and id_column is None:
             raise ValueError("excluded ids need the id column they refer to")
@@ -313,24 +331,76 @@ def _id_in_sqlite(element, compiler, **kw):
     return f"({col} IN (SELECT value FROM json_each({param})))"
 
 
-@compiles(metadata_doc, "sqlite")
-def _doc_sqlite(element, compiler, **kw):
+#: Deepest nesting of objects and arrays a metadata document may have (AC-23b, AC-19): SQLite
+#: 3.40's parser stops past 2,000 levels (``json_valid`` is 0 and the message reads as ``{}``),
+#: PostgreSQL parses far deeper and raises "stack depth limit exceeded" near 100,000. Deeper
+#: documents are unreadable on both dialects, so both read them as ``{}``.
+JSON_MAX_DEPTH = 2000
+
+
+def _pg_too_deep(col: str) -> str:
+    # Each level takes two characters, and counting '{' and '[' bounds the depth from above
+    # (brackets inside strings count too): only a document past both tests, the first read from
+    # the value's header, is counted, then parsed once more and walked.
+    return (
+        f"(CASE WHEN octet_length({col}) > {2 * JSON_MAX_DEPTH} "
+        f"AND length({col}) - length(translate({col}, '{{[', '')) > {JSON_MAX_DEPTH} "
+        f"THEN jsonb_path_exists({col}::jsonb, 'strict $.**{{{JSON_MAX_DEPTH} to last}} "
+        f'? (@.type() == "object" || @.type() == "array")\') ELSE FALSE END)'
+    )
+
+
+def _doc_text(element, compiler, **kw) -> str:
+    """The metadata text, or ``'{}'`` where it is unreadable (AC-23b), before any cast.
+
+    Conditions are separate WHENs because only CASE fixes PostgreSQL's evaluation order: the
+    depth probe parses the text, so it must never see an excluded (unparsable) row.
+    """
     clauses = list(element.clauses)
     col = compiler.process(clauses[0], **kw)
-    valid = f"json_valid({col})"
-    if len(clauses) > 1:
-        valid = f"{valid} AND NOT {compiler.process(clauses[1], **kw)}"
-    return f"(CASE WHEN {valid} THEN {col} ELSE '{{}}' END)"
+    excluded = compiler.process(clauses[1], **kw) if len(clauses) > 1 else None
+    if compiler.dialect.name == "postgresql":
+        unreadable = [f"{col} IS NULL OR btrim({col}) IN ('', 'null')"]
+        if excluded:
+            unreadable.append(excluded)
+        unreadable.append(_pg_too_deep(col))
+    else:
+        unreadable = [f"NOT json_valid({col})"]  # also 0 past JSON_MAX_DEPTH
+        if excluded:
+            unreadable.append(excluded)
+    whens = " ".join(f"WHEN {condition} THEN '{{}}'" for condition in unreadable)
+    return f"(CASE {whens} ELSE {col} END)"
+
+
+@compiles(metadata_doc, "sqlite")
+def _doc_sqlite(element, compiler, **kw):
+    return _doc_text(element, compiler, **kw)
 
 
 @compiles(metadata_doc, "postgresql")
 def _doc_postgresql(element, compiler, **kw):
+    text = _doc_text(element, compiler, **kw)
+    return text if element.as_text else f"{text}::jsonb"
+
+
+class metadata_too_deep(metadata_doc):  # noqa: N801
+    """PostgreSQL: metadata that parses, but nests deeper than :data:`JSON_MAX_DEPTH` (AC-23b).
+
+    :class:`metadata_doc` reads it as ``{}``; the rule on unreadable metadata names it, as it
+    names SQLite's (whose ``json_valid`` is already 0 for it). ``excluded`` rows are never
+    parsed. SQLite needs no such construct and has none.
+    """
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+
+@compiles(metadata_too_deep, "postgresql")
+def _too_deep_postgresql(element, compiler, **kw):
     clauses = list(element.clauses)
     col = compiler.process(clauses[0], **kw)
-    empty = f"{col} IS NULL OR btrim({col}) IN ('', 'null')"
-    if len(clauses) > 1:
-        empty = f"{empty} OR {compiler.process(clauses[1], **kw)}"
-    return f"(CASE WHEN {empty} THEN '{{}}' ELSE {col} END)::jsonb"
+    skip = f"WHEN {compiler.process(clauses[1], **kw)} THEN FALSE " if len(clauses) > 1 else ""
+    return f"(CASE WHEN {col} IS NULL THEN FALSE {skip}ELSE {_pg_too_deep(col)} END)"
 
 
 class _JsonPath(FunctionElement):
@@ -377,11 +447,87 @@ def _pg_path(path: tuple[str, ...]) -> str:
     return "'{" + ",".join(path) + "}'"
 
 
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+# SQLite's path lookup (``json_extract``, ``json_type``) compares member names as written: it
+# misses an escaped name (``"\u006bind"`` is ``"kind"``) and takes the first of repeated names.
+# JSON means the decoded name, and the reading decided for repeated names is the last one, as
+# PostgreSQL reads them (AC-19: one classification on both dialects). ``json_each`` decodes
+# names, so a document that may hold either takes an exact walk with it; the cheap text test
+# below sends only those documents there, every other one keeps the single-parse fast path.
+
+#: How often a member name's quoted text appears in a well-formed subagent message: ``status``
+#: is read at two levels, and ``"subagent_task"`` is both a member name and the kind's value.
+#: Only a cost hint: a document with more occurrences just takes the exact walk.
+_WELL_FORMED_OCCURRENCES = {"status": 2, "subagent_task": 2}
+
+
+def _needs_exact(text: str, path: tuple[str, ...], dialect: str) -> str:
+    """True when a document's text may hold an escaped or a repeated name of ``path``.
+
+    Any escaped spelling of a plain name needs ``\\u``; a repeated name shows its quoted text
+    more often than a well-formed document does. SQLite: GLOB, which allocates nothing (this
+    runs once per field of every subagent message); PostgreSQL: counted with ``replace``.
+    """
+    tests = []
+    for name in dict.fromkeys(path):
+        quoted = f'"{name}"'
+        allowed = _WELL_FORMED_OCCURRENCES.get(name, 1)
+        if dialect == "sqlite":
+            tests.append(f"{text} GLOB {_quoted('*' + (quoted + '*') * (allowed + 1))}")
+        else:
+            tests.append(
+                f"length({text}) - length(replace({text}, {_quoted(quoted)}, '')) "
+                f"> {allowed * len(quoted)}"
+            )
+    escape = f"{text} GLOB '*\\u*'" if dialect == "sqlite" else f"strpos({text}, '\\u') > 0"
+    return "(" + " OR ".join([escape, *tests]) + ")"
+
+
+def _sqlite_object(doc: str, steps: tuple[str, ...]) -> str:
+    """The object reached by ``steps`` (last member of each name, names decoded), else NULL."""
+    for depth, name in enumerate(steps):
+        doc = _sqlite_member(doc, name, "CASE WHEN type = 'object' THEN value END", depth)
+    return doc
+
+
+def _sqlite_member(obj: str, name: str, read: str, depth: int) -> str:
+    """``read`` (over ``json_each``'s ``type`` and ``value``) of ``obj``'s last member ``name``.
+
+    The last member is the one with the greatest ``id``: SQLite takes a bare column from the
+    row holding ``max()``. NULL when there is none (the aggregate still yields one row).
+    """
+    alias = f"kandev_member{depth}"
+    return (
+        f"(SELECT {read} FROM (SELECT {alias}.type AS type, {alias}.value AS value, "
+        f"max({alias}.id) FROM json_each({obj}) AS {alias} "
+        f"WHERE {alias}.key = {_quoted(name)}))"
+    )
+
+
+def _sqlite_read(element, compiler, fast: str, exact_read: str, **kw) -> str:
+    """``fast`` (a path lookup over ``{doc}`` and ``{p}``) for the common document, else the
+    same reading as ``exact_read`` over the last member reached with decoded names."""
+    doc = compiler.process(list(element.clauses)[0], **kw)
+    path = element.path
+    exact = _sqlite_member(_sqlite_object(doc, path[:-1]), path[-1], exact_read, len(path))
+    return (
+        f"(CASE WHEN {_needs_exact(doc, path, 'sqlite')} THEN {exact} "
+        f"ELSE {fast.format(doc=doc, p=_sqlite_path(path))} END)"
+    )
+
+
 @compiles(json_text, "sqlite")
 def _text_sqlite(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _sqlite_path(element.path)
-    return f"(CASE WHEN json_type({doc}, {p}) = 'text' THEN json_extract({doc}, {p}) END)"
+    return _sqlite_read(
+        element,
+        compiler,
+        "(CASE WHEN json_type({doc}, {p}) = 'text' THEN json_extract({doc}, {p}) END)",
+        "CASE WHEN type = 'text' THEN value END",
+        **kw,
+    )
 
 
 @compiles(json_text, "postgresql")
@@ -393,11 +539,13 @@ def _text_postgresql(element, compiler, **kw):
 
 @compiles(json_number, "sqlite")
 def _number_sqlite(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _sqlite_path(element.path)
-    return (
-        f"(CASE WHEN json_type({doc}, {p}) IN ('integer', 'real') "
-        f"THEN json_extract({doc}, {p}) END)"
+    return _sqlite_read(
+        element,
+        compiler,
+        "(CASE WHEN json_type({doc}, {p}) IN ('integer', 'real') "
+        "THEN json_extract({doc}, {p}) END)",
+        "CASE WHEN type IN ('integer', 'real') THEN value END",
+        **kw,
     )
 
 
@@ -410,12 +558,16 @@ def _number_postgresql(element, compiler, **kw):
 
 @compiles(json_flag, "sqlite")
 def _flag_sqlite(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _sqlite_path(element.path)
-    return (
-        f"(CASE json_type({doc}, {p}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 "
-        f"WHEN 'integer' THEN (json_extract({doc}, {p}) <> 0) "
-        f"WHEN 'real' THEN (json_extract({doc}, {p}) <> 0) END)"
+    # json_each gives true/false as 1/0 with their own type names.
+    return _sqlite_read(
+        element,
+        compiler,
+        "(CASE json_type({doc}, {p}) WHEN 'true' THEN 1 WHEN 'false' THEN 0 "
+        "WHEN 'integer' THEN (json_extract({doc}, {p}) <> 0) "
+        "WHEN 'real' THEN (json_extract({doc}, {p}) <> 0) END)",
+        "CASE type WHEN 'true' THEN 1 WHEN 'false' THEN 0 "
+        "WHEN 'integer' THEN (value <> 0) WHEN 'real' THEN (value <> 0) END",
+        **kw,
     )
 
 
@@ -428,3 +580,74 @@ def _flag_postgresql(element, compiler, **kw):
         f"CASE WHEN ({doc} #>> {p})::boolean THEN 1 ELSE 0 END "
         f"WHEN 'number' THEN CASE WHEN ({doc} #>> {p})::numeric <> 0 THEN 1 ELSE 0 END END)"
     )
+
+
+class repeated_member(FunctionElement):  # noqa: N801
+    """True when an object along one of ``paths`` holds that path's member name more than once.
+
+    JSON leaves repeated names open (RFC 8259); kandev-dq reads the last one on both dialects
+    (``docs/interpretations.md``) and names such messages (AC-23b, AC-19). Names are compared
+    decoded. ``doc`` is a :class:`metadata_doc` built ``as_text``. One text test over every name
+    of ``paths`` decides which documents are parsed and walked.
+    """
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+    def __init__(self, doc, *paths: tuple[str, ...]):
+        self.paths = tuple(tuple(path) for path in paths)
+        super().__init__(doc)
+
+    _traverse_internals = FunctionElement._traverse_internals + [
+        ("paths", InternalTraversal.dp_plain_obj)
+    ]
+
+
+def _named_members(paths: tuple[tuple[str, ...], ...]) -> dict[tuple[str, ...], list[str]]:
+    """Each object the paths walk through (as the steps reaching it), with the names read in it."""
+    objects: dict[tuple[str, ...], list[str]] = {}
+    for path in paths:
+        for depth, name in enumerate(path):
+            names = objects.setdefault(path[:depth], [])
+            if name not in names:
+                names.append(name)
+    return objects
+
+
+def _every_name(paths: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(name for path in paths for name in path))
+
+
+@compiles(repeated_member, "sqlite")
+def _repeated_sqlite(element, compiler, **kw):
+    doc = compiler.process(list(element.clauses)[0], **kw)
+    counts = " OR ".join(
+        f"(SELECT count(*) FROM json_each({_sqlite_object(doc, steps)}) AS kandev_named "
+        f"WHERE kandev_named.key = {_quoted(name)}) > 1"
+        for steps, names in _named_members(element.paths).items()
+        for name in names
+    )
+    may_repeat = _needs_exact(doc, _every_name(element.paths), "sqlite")
+    return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE 0 END)"
+
+
+@compiles(repeated_member, "postgresql")
+def _repeated_postgresql(element, compiler, **kw):
+    # ``json`` keeps every member; its path operators take the last of repeated names, as
+    # ``jsonb`` does, and json_each lists every member, names decoded. Only an object may be
+    # listed (json_each raises else). Parsed only when the text test lets the document through.
+    text = compiler.process(list(element.clauses)[0], **kw)
+    doc = f"({text})::json"
+    counts = " OR ".join(
+        f"(CASE WHEN json_typeof({_pg_object(doc, steps)}) = 'object' THEN "
+        f"(SELECT count(*) FROM json_each({_pg_object(doc, steps)}) AS kandev_named "
+        f"WHERE kandev_named.key = {_quoted(name)}) > 1 ELSE FALSE END)"
+        for steps, names in _named_members(element.paths).items()
+        for name in names
+    )
+    may_repeat = _needs_exact(text, _every_name(element.paths), "postgresql")
+    return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
+
+
+def _pg_object(doc: str, steps: tuple[str, ...]) -> str:
+    return f"({doc} #> {_pg_path(steps)})" if steps else doc

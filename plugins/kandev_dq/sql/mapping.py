@@ -23,7 +23,14 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
 from kandev_dq.contract import tables as schema
-from kandev_dq.sql.dialect import at_or_after, json_flag, json_number, json_text, utc_instant
+from kandev_dq.sql.dialect import (
+    at_or_after,
+    before,
+    json_flag,
+    json_number,
+    json_text,
+    utc_instant,
+)
 from kandev_dq.sql.messages import message_doc
 
 SUBAGENT_KIND = "subagent_task"
@@ -126,15 +133,20 @@ def _id_order(column, dialect_name: str):
     return column.collate("C" if dialect_name == "postgresql" else "BINARY")
 
 
-def winners(dialect_name: str) -> sa.Subquery:
+def winners(dialect_name: str, created_before: sa.BindParameter | None = None) -> sa.Subquery:
     """The qualifying messages ranked per (task_session_id, tool_call_id): ``rank`` 1 is the
-    AC-21b winner, the newest created_at, then the greatest id."""
+    AC-21b winner, the newest created_at, then the greatest id.
+
+    ``created_before`` (an instant parameter) ranks only the messages created before it: the
+    ones a backfill that ran before that instant could have read (AC-21b, AC-22).
+    """
     sm = subagent_messages("msg")
     rank = sa.func.row_number().over(
         partition_by=(sm.c.task_session_id, sm.c.tool_call_id),
         order_by=(utc_instant(sm.c.created_at).desc(), _id_order(sm.c.id, dialect_name).desc()),
     )
-    return sa.select(sm, rank.label("rank")).where(qualifies(sm)).subquery("ranked")
+    existed = [before(sm.c.created_at, created_before)] if created_before is not None else []
+    return sa.select(sm, rank.label("rank")).where(qualifies(sm), *existed).subquery("ranked")
 
 
 class _whole(FunctionElement):  # noqa: N801 - reads as a SQL function
@@ -185,9 +197,10 @@ BACKFILL_COLUMNS = (
 )
 
 
-def backfill_select(dialect_name: str) -> sa.Select:
-    """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table)."""
-    r = winners(dialect_name)
+def backfill_select(dialect_name: str, created_before: sa.BindParameter | None = None) -> sa.Select:
+    """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table);
+    with ``created_before``, the rows a backfill that ran before that instant inserted."""
+    r = winners(dialect_name, created_before)
     agent_status = sa.func.nullif(r.c.agent_status, "")
     tool_status = sa.func.nullif(r.c.tool_status, "")
     return sa.select(

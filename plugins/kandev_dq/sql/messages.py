@@ -46,10 +46,13 @@ SAMPLE_VALUE_CHARS = 200
 # --- metadata PostgreSQL cannot parse (AC-23b) ---------------------------------------------------
 
 #: PostgreSQL's errors for JSON text it cannot read: invalid input syntax (``{bad``, ``{"a":}``,
-#: a lone surrogate escape), an escape it cannot store (``\u0000``) and a number beyond
-#: ``numeric`` (``1e999999``). Only a probe of the metadata alone decides that a row is
-#: unreadable, so another error with one of these codes is re-raised once nothing is found.
-UNREADABLE_SQLSTATES = frozenset({"22P02", "22P05", "22003"})
+#: a lone surrogate escape), an escape it cannot store (``\u0000``), a number beyond
+#: ``numeric`` (``1e999999``) and nesting that exhausts its parser's stack (``54001``, near
+#: 100,000 levels; shallower documents past the depth limit are read as ``{}`` without
+#: failing, see :data:`kandev_dq.sql.dialect.JSON_MAX_DEPTH`). Only a probe of the metadata
+#: alone decides that a row is unreadable, so another error with one of these codes is
+#: re-raised once nothing is found.
+UNREADABLE_SQLSTATES = frozenset({"22P02", "22P05", "22003", "54001"})
 #: Below this many rows a failing id range is probed row by row instead of halved again.
 _PROBE_ROWS = 8
 

@@ -38,6 +38,7 @@ from kandev_dq.lab.scenarios import key_faults  # noqa: F401
 from kandev_dq.lab.scenarios import schema_faults  # noqa: F401
 from kandev_dq.lab.scenarios import row_faults  # noqa: F401
 from kandev_dq.lab.scenarios import writer_faults  # noqa: F401
+from kandev_dq.lab.scenarios import json_faults  # noqa: F401
 
 # isort: on
 from kandev_dq.lab.scenarios.baseline import CAPTURE_SINCE, read_keys

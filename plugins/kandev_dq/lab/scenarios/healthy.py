@@ -16,6 +16,7 @@ from kandev_dq.lab.scenarios.baseline import (
     S3,
     SL,
     T1,
+    TC_COMPLETED,
     TC_LIVE_COMPLETED,
     TC_LIVE_RUNNING,
     TL,
@@ -203,6 +204,31 @@ def _collision(engine: sa.Engine) -> None:
     )
     with writing(engine) as conn:
         insert_rows(conn, schema.task_session_turns, [turn_row(turn, SL, TL, at - MILLISECOND)])
+        insert_rows(conn, schema.task_session_messages, [message])
+        row = healthy_row(message, EXECUTION_2, at + 250 * MICROSECOND)
+        insert_rows(conn, schema.subagents, [row])
+
+
+@registered(
+    "backfilled_tool_call_id_reused_after_activation",
+    "After capture_since a later execution reuses a backfilled tool_call_id: a new message and "
+    "a live row with its real execution id beside the backfill row (AC-22, AC-32)",
+)
+def _reused_backfilled(engine: sa.Engine) -> None:
+    baseline(engine)
+    at = next_free(engine)
+    turn = uid("turn-reuse-backfilled")
+    # fmt: off
+    message = subagent_message(
+        uid("m-live-reuses-backfilled"), S1, T1, turn, at, TC_COMPLETED,
+        tool_status="completed", updated=at + 12 * SECOND, subagent_type="general-purpose",
+        description="Run the migration checks again", status="completed",
+        agent_id="c0ffee0a", model="claude-opus-4-1-20250805",
+        total_tokens=5120, tool_use_count=4, duration_ms=12000,
+    )
+    # fmt: on
+    with writing(engine) as conn:
+        insert_rows(conn, schema.task_session_turns, [turn_row(turn, S1, T1, at - MILLISECOND)])
         insert_rows(conn, schema.task_session_messages, [message])
         row = healthy_row(message, EXECUTION_2, at + 250 * MICROSECOND)
         insert_rows(conn, schema.subagents, [row])

@@ -1,0 +1,194 @@
+"""Message metadata read as JSON defines it, identically on both dialects (AC-23b, AC-19).
+
+Escaped member names are decoded, a repeated name reads as its last member, and a document
+nested deeper than the limit reads as ``{}``, at every level of the paths the reading takes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from kandev_dq.sql.dialect import (
+    JSON_MAX_DEPTH,
+    json_flag,
+    json_number,
+    json_text,
+    metadata_doc,
+    metadata_too_deep,
+    repeated_member,
+)
+from kandev_dq.sql.messages import is_unreadable_json
+
+_meta = sa.MetaData()
+docs = sa.Table("metadata_probe", _meta, sa.Column("id", sa.Text), sa.Column("doc", sa.Text))
+
+_TASK = ("normalized", "subagent_task")
+_PLAIN = (
+    '{"tool_call_id": "toolu_9", "status": "completed", "normalized": {"kind": "subagent_task", '
+    '"subagent_task": {"status": "async_launched", "total_tokens": 12, "is_async": true}}}'
+)
+_READ = ("toolu_9", "completed", "subagent_task", "async_launched", 12, 1)
+
+
+def _read(engine, document: str) -> tuple:
+    _meta.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(docs.delete())
+        conn.execute(docs.insert().values(id="m1", doc=document))
+        doc = metadata_doc(docs.c.doc)
+        row = conn.execute(
+            sa.select(
+                json_text(doc, "tool_call_id"),
+                json_text(doc, "status"),
+                json_text(doc, "normalized", "kind"),
+                json_text(doc, *_TASK, "status"),
+                json_number(doc, *_TASK, "total_tokens"),
+                json_flag(doc, *_TASK, "is_async"),
+            )
+        ).one()
+    return tuple(int(v) if v is not None and not isinstance(v, str) else v for v in row)
+
+
+def _repeats(engine, document: str, *paths: tuple[str, ...]) -> bool:
+    _meta.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(docs.delete())
+        conn.execute(docs.insert().values(id="m1", doc=document))
+        doc = metadata_doc(docs.c.doc, as_text=True)
+        return bool(conn.execute(sa.select(repeated_member(doc, *paths))).scalar_one())
+
+
+@pytest.mark.parametrize(
+    ("plain", "escaped"),
+    [
+        ('"tool_call_id"', r'"tool_\u0063all_id"'),
+        ('"status": "completed"', r'"\u0073tatus": "completed"'),
+        ('"normalized"', r'"\u006eormalized"'),
+        ('"kind"', r'"\u006bind"'),
+        ('"subagent_task": {', r'"subagent_\u0074ask": {'),
+        ('"total_tokens"', r'"total_\u0074okens"'),
+        ('"is_async"', r'"is\u005fasync"'),
+    ],
+)
+def test_escaped_member_names_read_as_their_plain_form(target, plain, escaped):
+    assert _PLAIN.count(plain) == 1
+    assert _read(target.engine, _PLAIN.replace(plain, escaped)) == _READ
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        (
+            _PLAIN.replace(
+                '"tool_call_id": "toolu_9"', '"tool_call_id": "a", "tool_call_id": "toolu_9"'
+            ),
+            _READ,
+        ),
+        (
+            _PLAIN.replace(
+                '"tool_call_id": "toolu_9"', '"tool_call_id": "toolu_9", "tool_call_id": 5'
+            ),
+            (None, *_READ[1:]),
+        ),
+        (
+            _PLAIN.replace('"normalized": {', '"normalized": {"kind": "message"}, "normalized": {'),
+            _READ,
+        ),
+        (
+            _PLAIN[:-1] + ', "normalized": {"kind": "message"}}',
+            (*_READ[:2], "message", None, None, None),
+        ),
+        (
+            _PLAIN.replace('"kind": "subagent_task"', '"kind": "subagent_task", "\\u006bind": "x"'),
+            (*_READ[:2], "x", *_READ[3:]),
+        ),
+        (
+            _PLAIN.replace(
+                '"subagent_task": {', '"subagent_task": {"total_tokens": 1}, "subagent_task": {'
+            ),
+            _READ,
+        ),
+        (
+            _PLAIN.replace('"total_tokens": 12', '"total_tokens": 12, "total_tokens": 30'),
+            (*_READ[:4], 30, 1),
+        ),
+        (
+            _PLAIN.replace('"is_async": true', '"is_async": true, "is_async": false'),
+            (*_READ[:5], 0),
+        ),
+    ],
+)
+def test_repeated_member_names_read_as_the_last_one(target, document, expected):
+    assert _read(target.engine, document) == expected
+
+
+@pytest.mark.parametrize(
+    ("document", "repeated"),
+    [
+        (_PLAIN, False),
+        (_PLAIN.replace('"kind"', r'"\u006bind"'), False),
+        (
+            _PLAIN.replace('"tool_call_id": "toolu_9"', '"tool_call_id": "a", "tool_call_id": "b"'),
+            True,
+        ),
+        (_PLAIN.replace('"normalized": {', '"normalized": 1, "normalized": {'), True),
+        (
+            _PLAIN.replace('"kind": "subagent_task"', r'"kind": "x", "\u006bind": "subagent_task"'),
+            True,
+        ),
+        (_PLAIN.replace('"is_async": true', '"is_async": true, "is_async": true'), True),
+        # Only the objects the reading walks: a name repeated elsewhere changes no verdict.
+        (_PLAIN[:-1] + ', "other": {"kind": 1, "kind": 2}}', False),
+        (
+            _PLAIN.replace('"status": "completed"', '"status": "completed", "note": 1, "note": 2'),
+            False,
+        ),
+    ],
+)
+def test_repeated_member_names_are_found_along_the_read_paths(target, document, repeated):
+    paths = (("tool_call_id",), ("status",), ("normalized", "kind"), (*_TASK, "is_async"))
+    assert _repeats(target.engine, document, *paths) is repeated
+
+
+def _nested(depth: int) -> str:
+    """A subagent message with a member nesting ``depth`` arrays: the document is one deeper."""
+    return _PLAIN[:-1] + ', "deep": ' + "[" * depth + "]" * depth + "}"
+
+
+def test_metadata_within_the_depth_limit_is_read(target):
+    assert _read(target.engine, _nested(JSON_MAX_DEPTH - 1)) == _READ
+
+
+@pytest.mark.parametrize("depth", [JSON_MAX_DEPTH, 10_000])
+def test_metadata_past_the_depth_limit_reads_as_empty(target, depth):
+    assert _read(target.engine, _nested(depth)) == (None,) * 6
+
+
+def test_too_deep_metadata_is_counted_on_postgresql(pg_target):
+    engine = pg_target.engine
+    _meta.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            docs.insert(),
+            [
+                {"id": "deep", "doc": _nested(JSON_MAX_DEPTH)},
+                {"id": "ok", "doc": _nested(JSON_MAX_DEPTH - 1)},
+                {"id": "bad", "doc": "{" * (JSON_MAX_DEPTH + 5)},
+                {"id": "none", "doc": None},
+            ],
+        )
+        deep = metadata_too_deep(docs.c.doc, id_column=docs.c.id, excluded=("bad",))
+        assert list(conn.scalars(sa.select(docs.c.id).where(deep))) == ["deep"]
+
+
+def test_metadata_deeper_than_postgresql_parses_is_unreadable(target):
+    """100,000 levels: PostgreSQL's parser exhausts its stack (54001), located like any other
+    unparsable text; SQLite reads it as {} directly."""
+    document = _nested(100_000)
+    if target.dialect == "sqlite":
+        assert _read(target.engine, document) == (None,) * 6
+        return
+    with pytest.raises(sa.exc.DBAPIError) as failure:
+        _read(target.engine, document)
+    assert is_unreadable_json(failure.value)
