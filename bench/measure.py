@@ -186,7 +186,9 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def run_process(argv: list[str], cwd: Path | None = None) -> ProcessRun:
+def run_process(
+    argv: list[str], cwd: Path | None = None, allowed: tuple[int, ...] = (0, 1)
+) -> ProcessRun:
     """Run ``argv`` to completion: its wall time and its own peak RSS (``wait4``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_DQ_")}
     with (
@@ -201,7 +203,7 @@ def run_process(argv: list[str], cwd: Path | None = None) -> ProcessRun:
         out.seek(0)
         err.seek(0)
         stdout = out.read().decode(errors="replace")
-        if measured["returncode"] not in (0, 1):
+        if measured["returncode"] not in allowed:
             raise RuntimeError(
                 f"{' '.join(argv[:3])} … exited {measured['returncode']}: "
                 + err.read().decode(errors="replace")[-2000:]
@@ -254,3 +256,45 @@ def fresh_project(template: Path, into: Path) -> Path:
         shutil.rmtree(into)
     shutil.copytree(template, into)
     return into
+
+
+#: What a user types first, and typos: each must answer (or refuse) in under a second, before
+#: GX is imported. Label -> (arguments, exit code). ``{store}``, ``{project}`` and ``{work}``
+#: are filled in by :func:`quick_commands`.
+QUICK = {
+    "`--help`": (["--help"], 0),
+    "`--version`": (["--version"], 0),
+    "`rules`": (["rules"], 0),
+    "`check`: store file missing": (["check", "--store", "{work}/missing.db"], 2),
+    "`check`: store is a folder": (["check", "--store", "{work}"], 2),
+    "`check`: unknown checkpoint": (["check", "--store", "{store}", "--checkpoint", "nightlly"], 2),
+    "`check`: unreachable server": (["check", "--store", "postgresql://127.0.0.1:9/kandev"], 2),
+    "`check`: no such project": (["check", "--store", "{store}", "--project", "{work}/none"], 2),
+    "`check`: unknown format": (["check", "--store", "{store}", "--format", "yaml"], 2),
+    "`audit`: store file missing": (["audit", "--out", "{work}/a", "--store", "{work}/m.db"], 2),
+    "`history`: no such project": (["history", "--project", "{work}/none"], 2),
+    "`docs`: no such project": (["docs", "--project", "{work}/none"], 2),
+    "`migrate`: store file missing": (["migrate", "--store", "{work}/missing.db"], 2),
+}
+
+
+def quick_commands(project: Path, work: Path, repeat: int) -> dict[str, list[float]]:
+    """Wall seconds of each :data:`QUICK` command, ``repeat`` times, as whole processes."""
+    from kandev_dq.lab.sample import create_store
+
+    work.mkdir(parents=True, exist_ok=True)
+    store = work / "quick.db"
+    if not store.exists():
+        opened = open_store(str(store), read_only=False, must_exist=False, require_kandev=False)
+        create_store(opened.engine)
+        opened.dispose()
+    fill = {"store": str(store), "project": str(project), "work": str(work)}
+    seconds: dict[str, list[float]] = {label: [] for label in QUICK}
+    for _ in range(repeat):
+        for label, (args, code) in QUICK.items():
+            argv = [*kandev_dq_command(), *(a.format(**fill) for a in args)]
+            if "--project" not in args:
+                argv += ["--project", str(project)] if args[0] in ("check", "audit") else []
+            run = run_process(argv, cwd=work, allowed=(code,))
+            seconds[label].append(run.seconds)
+    return seconds

@@ -12,6 +12,7 @@ RSS_OVER_GX_MB = 100
 RSS_PER_HUGE_VALUE = 3
 RSS_GROWTH = 0.10
 TIME_GROWTH = 4.4
+QUICK_SECONDS = 1.0
 
 
 def _m(values: list[float]) -> float:
@@ -33,7 +34,7 @@ def rows_of(r: dict) -> list[tuple[str, float, float]]:
     return out
 
 
-def render(info: dict, results: list[dict]) -> str:
+def render(info: dict, results: list[dict], quick: dict[str, list[float]] | None = None) -> str:
     lines = [
         "# kandev-dq bench",
         "",
@@ -145,6 +146,16 @@ def render(info: dict, results: list[dict]) -> str:
                 f"| {dialect} | {step} | {small:.2f} | {large:.2f} | {large / small:.2f}× | "
                 f"{rss_text} |"
             )
+    if quick:
+        lines += [
+            "",
+            "## Commands that answer before GX loads (wall seconds, whole process)",
+            "",
+            f"| command | seconds | under {QUICK_SECONDS:.0f} s |",
+            "|---|---:|---|",
+        ]
+        for label, seconds in quick.items():
+            lines.append(f"| {label} | {_m(seconds):.2f} | {_ok(_m(seconds) < QUICK_SECONDS)} |")
     lines += ["", "## Targets (largest scale)", ""]
     lines += _targets(results, growth)
     problems = [

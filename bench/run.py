@@ -224,13 +224,15 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(bench_store(stores, dialect, scale, args, project, fams))
     finally:
         stores.cleanup()
+    say("commands that must answer in under a second")
+    quick = measure.quick_commands(project, args.work / "quick", args.repeat)
     info["load_after"] = load()
     info["minutes"] = round((time.perf_counter() - started) / 60, 1)
     info["repeat"] = args.repeat
     (args.work / "results.json").write_text(
-        json.dumps({"machine": info, "results": results}, indent=1)
+        json.dumps({"machine": info, "results": results, "quick": quick}, indent=1)
     )
-    text = report.render(info, results)
+    text = report.render(info, results, quick)
     args.out.write_text(text)
     print(text)
     return 0

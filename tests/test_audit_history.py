@@ -24,20 +24,10 @@ from kandev_dq.run import project as project_module
 from kandev_dq.run.check import run_check
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.progress import PlainProgress, RichProgress
-from tests.test_check_cli import kandev_dq
+from tests.test_check_cli import CHECK_JSON_KEYS, kandev_dq
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 PAIRED = "expect_activation_keys_to_be_paired"
-CHECK_JSON_KEYS = {
-    "store",
-    "dialect",
-    "checkpoint",
-    "success",
-    "state",
-    "state_explanation",
-    "keys",
-    "results",
-}
 TQDM_MARKS = ("Calculating Metrics", "it/s", "█", "\r")
 PASSWORD = "s3cret"
 
@@ -139,7 +129,7 @@ def test_history_lists_only_the_asked_store(sqlite_target, project, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
-    assert listed["store"] == f"sqlite:{Path(sqlite_target.url).resolve()}"
+    assert listed["store"] == f"sqlite:///{Path(sqlite_target.url).resolve()}"
     assert [r["checkpoint"] for r in listed["runs"]] == ["nightly"]
     assert set(listed["runs"][0]["failures"]) == {"error", "warning", "info"}
     nothing = history(project, str(tmp_path / "never-checked.db"))

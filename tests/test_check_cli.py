@@ -6,14 +6,21 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.lab.storebuilder import StoreBuilder
 from tests.gxhelpers import check
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
+CHECK_JSON_KEYS = {
+    *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
+    "results",
+    *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
+}
 
 
 def kandev_dq(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -33,16 +40,23 @@ def test_json_output_in_a_fresh_process(target, project):
     done = kandev_dq("check", "--store", target.url, "--project", str(project), "--format", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)  # exactly one JSON object on stdout
-    assert set(report) == {
-        "store",
-        "dialect",
-        "checkpoint",
-        "success",
-        "state",
-        "state_explanation",
-        "keys",
-        "results",
+    assert set(report) == CHECK_JSON_KEYS
+    assert report["run_name"].startswith("nightly@")
+    run_time = datetime.fromisoformat(report["run_time"])  # RFC 3339, UTC
+    assert report["run_time"].endswith("Z") and run_time.utcoffset() == timedelta(0)
+    assert 0 < report["duration_s"] < 300
+    assert report["counts"] == {
+        **{
+            s: sum(not r["success"] and r["severity"] == s for r in report["results"])
+            for s in ("error", "warning", "info")
+        },
+        "passed": sum(r["success"] for r in report["results"]),
     }
+    assert Path(report["docs_index"]).is_absolute() and Path(report["docs_index"]).is_file()
+    versions = report["versions"]
+    assert versions["great_expectations"].startswith("1.")
+    assert versions["store_server"].startswith("SQLite " if target.dialect == "sqlite" else "Postg")
+    assert set(versions) == {"kandev_dq", "great_expectations", "store_server"}
     assert report["dialect"] == target.dialect and report["state"] == "fully_activated"
     assert report["keys"]["subagent_context_backfill_through"] == ""
     first = report["results"][0]
@@ -54,6 +68,7 @@ def test_json_output_in_a_fresh_process(target, project):
         "observed_value",
         "unexpected_count",
         "message",
+        "suite",
     }
     assert all(r["severity"] in ("error", "warning", "info") for r in report["results"])
     assert all(r["rules"] for r in report["results"])
@@ -133,3 +148,40 @@ def test_validation_never_writes_to_the_store(sqlite_target, project):
     )
     assert done.returncode == 0, done.stderr + done.stdout
     assert Path(sqlite_target.url).read_bytes() == before
+
+
+def test_check_and_history_name_the_store_alike(target, project):
+    """One display form: no user, no password, a SQLite file by its absolute path."""
+    StoreBuilder(target.engine).create().keys(CAPTURE, "", CAPTURE)
+    args = ("--store", target.url, "--project", str(project))
+    checked = json.loads(kandev_dq("check", *args, "--format", "json").stdout)
+    listed = json.loads(kandev_dq("history", *args, "--format", "json").stdout)
+    text = kandev_dq("check", *args).stdout
+    assert checked["store"] == listed["store"]
+    assert f" on {checked['store']} (" in text
+    assert "@" not in checked["store"] and "+psycopg" not in checked["store"]
+    if target.dialect == "sqlite":
+        assert checked["store"] == f"sqlite:///{Path(target.url).resolve()}"
+
+
+def test_junit_output_read_by_a_junit_consumer(target, project, tmp_path):
+    from junitparser import JUnitXml
+
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, None, CAPTURE)  # a partial pair: an error-severity failure
+    args = ("--store", target.url, "--project", str(project), "--checkpoint", "pre_release")
+    done = kandev_dq("check", *args, "--format", "junit")
+    assert done.returncode == 1, done.stderr
+    path = tmp_path / "junit.xml"
+    path.write_text(done.stdout, encoding="utf-8")
+    xml = JUnitXml.fromfile(str(path))
+    suites = {suite.name: suite for suite in xml}
+    assert list(suites) == ["activation", "writer_health", "rows", "schema", "backfill"]
+    assert sum(suite.tests for suite in xml) == len(RULE_INDEX)  # pre_release runs every suite
+    paired = next(
+        c for c in suites["activation"] if c.name == "expect_activation_keys_to_be_paired"
+    )
+    [failure] = paired.result
+    assert failure.type == "error" and failure.message
+    props = [(p.get("name"), p.get("value")) for p in paired._elem.iter("property")]
+    assert ("ac", "AC-24d") in props and ("severity", "error") in props

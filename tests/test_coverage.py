@@ -4,6 +4,7 @@ generated from the project, not hand-kept."""
 from kandev_dq.report.coverage import (
     README_END,
     README_START,
+    citations,
     coverage_rows,
     markdown_table,
     uncovered,
@@ -24,3 +25,8 @@ def test_the_readme_table_is_the_generated_one():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = readme.split(README_START)[1].split(README_END)[0].strip()
     assert block == markdown_table(coverage_rows(REPO)), "run `kandev-dq rules --readme README.md`"
+
+
+def test_the_rule_index_is_what_the_code_builds(built_project):
+    # `kandev-dq rules` reads the index (no GX, no project): it must be the code's own suites.
+    assert citations() == citations(built_project), "update kandev_dq/contract/rule_index.py"

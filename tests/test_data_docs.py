@@ -358,8 +358,8 @@ def test_failing_run_docs_are_complete_and_styled_offline(target, project, tmp_p
     assert_styled(page)
     text = words(page)
     assert page["badge_background"] == BOOTSTRAP_WARNING
-    assert "Activation state (AC-24c) capture_only capture works" in text
-    assert "no execution id may be trusted" in text
+    assert "Activation state (AC-24c) capture_only Capture works" in text
+    assert "no agent_execution_id on this store may be read as an execution identity" in text
     assert row_of(page, "capture_since (")[1:] == [
         CAPTURE,
         CAPTURE,
@@ -452,7 +452,7 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     assert row_of(page, "capture_since (")[1] == CAPTURE
     assert ["backfill", "before", "before", "unknown", "1"] in rows(page)
     assert ["live", "at_or_after", "at_or_after", "real", "1"] in rows(page)
-    assert row_of(page, "Store")[1] == f"sqlite:{Path(sqlite_target.url).resolve()} (sqlite)"
+    assert row_of(page, "Store")[1] == f"sqlite:///{Path(sqlite_target.url).resolve()} (sqlite)"
     assert row_of(page, "Verdict")[1] == "passed"
     assert row_of(page, "Shortfall:")[1] == "0"
     assert row_of(page, "Last observed row")[1] == "2026-07-30T01:39:42.271235Z"
@@ -485,3 +485,87 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     assert "capture_since (subagent_context_capture_since) value not recorded" in text
     assert "backfill_through (subagent_context_backfill_through) '' the sentinel" in text
     assert "execution_since (subagent_context_execution_since) absent absent" in text
+
+
+BREADCRUMB_PROBE = """<!DOCTYPE html>
+<html><body>
+<!--FRAMES-->
+<pre id="probe">pending</pre>
+<script>
+window.addEventListener('load', () => {
+  const report = {};
+  for (const frame of document.querySelectorAll('iframe')) {
+    const d = frame.contentDocument, w = frame.contentWindow;
+    const crumbs = d.querySelector('.ge-breadcrumbs');
+    const home = crumbs.querySelector('a');
+    const nav = d.querySelector('nav.navbar');
+    const box = r => [r.left, r.top, r.width, r.height];
+    report[frame.id] = {
+      crumbs: box(crumbs.getBoundingClientRect()),
+      home: box(home.getBoundingClientRect()),
+      nav: box(nav.getBoundingClientRect()),
+      line: parseFloat(w.getComputedStyle(home).lineHeight),
+      title: crumbs.getAttribute('title'),
+    };
+  }
+  document.getElementById('probe').textContent = JSON.stringify(report);
+});
+</script>
+</body></html>
+"""
+
+
+def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, tmp_path, chromium):
+    _passing_store(sqlite_target)
+    _, _, activation = site_pages(check(project, sqlite_target))
+    widths = (1024, 1400)
+    frames = "\n".join(
+        f'<iframe id="w{w}" src="{activation.as_uri()}" style="width:{w}px;height:400px;border:0">'
+        "</iframe>"
+        for w in widths
+    )
+    probe = tmp_path / "breadcrumb.html"
+    probe.write_text(BREADCRUMB_PROBE.replace("<!--FRAMES-->", frames), encoding="utf-8")
+    dom = chromium.run(
+        probe.as_uri(),
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=15000",
+        "--dump-dom",
+    ).stdout
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert found, dom[-1000:]
+    seen = json.loads(html.unescape(found.group(1)))
+    for width in widths:
+        page = seen[f"w{width}"]
+        _, top, _, height = page["crumbs"]
+        assert height < 2 * page["line"], (width, page)  # one line, not three
+        home_top, nav_top = page["home"][1], page["nav"][1]
+        assert home_top >= nav_top and home_top >= top, (width, page)  # "Home" is not clipped
+        assert top + height <= page["nav"][1] + page["nav"][3], (width, page)
+        assert "kandev_meta" not in page["title"] and page["title"].startswith("Validations / ")
+        png = tmp_path / f"breadcrumb-{width}.png"
+        chromium.run(activation.as_uri(), f"--window-size={width},300", f"--screenshot={png}")
+        assert png.is_file()
+        keep(png, png.name)
+
+
+def test_suite_pages_name_the_tables_they_judge(sqlite_target, project):
+    """The validation page's data asset and the suite page's notes; needs no browser."""
+    _passing_store(sqlite_target)
+    report = check(project, sqlite_target)
+    site = Path(report.docs_index).parent
+    rows_page = next(site.glob("validations/rows/*/*/*.html")).read_text(encoding="utf-8")
+    assert "Data asset: task_session_subagents, task_session_messages, task_sessions" in rows_page
+    health = next(site.glob("validations/writer_health/*/*/*.html")).read_text(encoding="utf-8")
+    assert "Data asset: kandev_meta<" not in health
+    suite_page = (site / "expectations" / "rows.html").read_text(encoding="utf-8")
+    assert "across 0 columns" not in suite_page
+    assert "18 Expectations, judging task_session_subagents" in suite_page
+
+
+def test_an_empty_observed_value_reads_none():
+    from kandev_dq.expectations.base import _observed_content
+
+    for empty in ([], {}, "", None):
+        assert _observed_content(empty).string_template["params"] == {"value": "none"}
+    assert _observed_content([1]).string_template["params"] == {"value": "[1]"}

@@ -112,3 +112,11 @@ def test_the_wheel_works_outside_the_repository(tmp_path):
     assert lost.returncode == 2
     assert lost.stderr.startswith("kandev-dq: error: no GX project")
     assert "kandev-dq init" in lost.stderr and len(lost.stderr.splitlines()) == 1
+
+    # The README's first command, twice in a row from the wheel; and what needs no project.
+    for attempt in (1, 2):
+        demo = _run([tool, "demo"], work, env)
+        assert demo.returncode == 0, f"demo run {attempt}: {demo.stdout}{demo.stderr}"
+    assert _run([tool, "rules"], work, env).returncode == 0
+    version = _run([tool, "--version"], work, env)
+    assert version.returncode == 0 and version.stdout.startswith("kandev-dq 0.")

@@ -39,7 +39,7 @@ from kandev_dq.migration import runner as migrate
 from kandev_dq.migration import schema_steps, transactions
 from kandev_dq.migration.runner import Status
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import open_store, resolve_url, shown_store, with_pg_option
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
 from tests.subagent_rows import (
     add_message,
@@ -742,9 +742,8 @@ def test_backfill_through_is_utc_in_any_session_time_zone(target):
     seed(target, history)
     url = target.url
     if target.dialect == "postgresql":
-        parsed = make_url(url)
-        options = f"{parsed.query.get('options', '')} -cTimeZone=Asia/Kolkata".strip()
-        url = parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+        zoned = with_pg_option(make_url(url), "-cTimeZone=Asia/Kolkata")
+        url = zoned.render_as_string(hide_password=False)
     store = open_store(url, read_only=False)
     try:
         report = migrate.run(store)
@@ -1074,7 +1073,7 @@ def test_existing_live_rows_win(target):
 _CONCURRENT_CHILD = r"""
 import json, os, sys, time
 from kandev_dq.migration import runner as migrate
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import open_store, resolve_url, shown_store
 url, go = sys.argv[1], sys.argv[2]
 store = open_store(url, read_only=False)
 while not os.path.exists(go):
@@ -1154,7 +1153,7 @@ _STALLING_CHILD = r"""
 import re, sys, time
 import sqlalchemy as sa
 from kandev_dq.migration import runner as migrate
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import open_store, resolve_url, shown_store
 url, marker = sys.argv[1], sys.argv[2]
 store = open_store(url, read_only=False)
 
@@ -1241,3 +1240,66 @@ def test_dry_run_writes_nothing_and_predicts_the_run(target, read_only):
     after = run_migration(target, dry_run=True)
     assert [s.status for s in after.steps] == [Status.ALREADY_DONE] * 5
     assert after.backfill_rows == 0
+
+
+# --- the command: which store, and a store that cannot take a write ---------------------------
+
+
+def _migrate_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from kandev_dq.cli import main; main()", "migrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry run"])
+def test_migrate_names_the_store_first(target, dry_run):
+    target.create_base(subagents=None)
+    done = _migrate_cli("--store", target.url, *(["--dry-run"] if dry_run else []))
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    verb = "dry run on" if dry_run else "migrating"
+    assert first == f"{verb} {shown_store(resolve_url(target.url))} ({target.dialect})"
+
+
+def test_migrate_refuses_a_read_only_server_in_one_line(pg_target):
+    pg_target.create_base(subagents=None)
+    from kandev_dq.lab.scenarios.registry import with_pg_options
+
+    read_only = with_pg_options(pg_target.url, "-c default_transaction_read_only=on")
+    done = _migrate_cli("--store", read_only)
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert (
+        line.startswith("kandev-dq: error: cannot write to postgresql://") and "read-only" in line
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_a_read_only_sqlite_file_is_refused_before_any_step(sqlite_target):
+    from kandev_dq.errors import StoreError
+    from kandev_dq.store.access import require_writable
+
+    sqlite_target.create_base(subagents=None)
+    store = open_store(sqlite_target.url, read_only=True)  # as a file without write permission
+    try:
+        with pytest.raises(StoreError, match="the file or its folder is read-only"):
+            require_writable(store)
+    finally:
+        store.dispose()
+
+
+def test_migrate_refuses_a_locked_sqlite_store_in_one_line(sqlite_target):
+    sqlite_target.create_base(subagents=None)
+    holder = sqlite3.connect(sqlite_target.url, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another process mid-write
+        done = _migrate_cli("--store", sqlite_target.url)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert done.returncode == 2, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "cannot write to sqlite:///" in line and "locked" in line

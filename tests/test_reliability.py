@@ -220,7 +220,7 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
         assert code == expected, (args[0], code, out, err)
         outputs.append(out + err)
         if "json" in args and args[0] == "check":
-            assert json.loads(out)["store"].startswith("postgresql+psycopg://postgres@127.0.0.1:")
+            assert json.loads(out)["store"].startswith("postgresql://127.0.0.1:")
     assert "cannot reach" in outputs[7] and "not a database URL" in outputs[9]
     for secret in (password, f"{password}2"):
         assert not [o for o in outputs if secret in o]

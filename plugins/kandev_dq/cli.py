@@ -9,6 +9,7 @@ store, not a Kandev store, broken project). Errors are one line on stderr, never
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -17,18 +18,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.store.access import redact
 from kandev_dq.text import one_line, printable
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Click's own help layout: flags show no ``<bool>`` after them, and help needs no rich.
+    rich_markup_mode=None,
     help="Validate a Kandev store against the subagent-context contract (Great Expectations).",
 )
 out = Console(highlight=False, soft_wrap=True)
@@ -38,6 +41,7 @@ StoreOption = Annotated[
     str | None,
     typer.Option(
         "--store",
+        metavar="URL|PATH",
         help="Store URL (sqlite:///…, postgresql://…) or SQLite file path. "
         "Default: $KANDEV_STORE_URL, then ~/.kandev/data/kandev.db.",
         show_default=False,
@@ -47,6 +51,7 @@ ProjectOption = Annotated[
     Path | None,
     typer.Option(
         "--project",
+        metavar="DIR",
         help="GX project folder. Default: the current folder if it holds "
         "great_expectations.yml, else the source checkout kandev-dq runs from "
         "(an installed kandev-dq has none: create one with `kandev-dq init DIR`).",
@@ -69,6 +74,48 @@ AllowCodeOption = Annotated[
 ]
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from kandev_dq.run.versions import kandev_dq_version
+
+        say(f"kandev-dq {kandev_dq_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print kandev-dq's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Options that apply before any command."""
+
+
+#: Whether the running command reports a run that could not start as JSON on stdout.
+_json_errors = {"on": False}
+
+
+def _errors_as_json(on: bool) -> None:
+    _json_errors["on"] = on
+
+
+def _could_not_run(message: str, exit_code: int) -> None:
+    """The one-line error on stderr, no password in it; with ``--format json``, also the JSON
+    object on stdout (a pipeline parsing stdout gets a document, never an empty string)."""
+    from kandev_dq.store.access import redact  # the SQL toolkit: only once something failed
+
+    message = one_line(redact(message))
+    err.print(f"kandev-dq: error: {message}", markup=False)
+    if _json_errors["on"]:
+        print(json.dumps({"error": message, "exit_code": exit_code}))
+
+
 def say(text: object) -> None:
     """One line (or a multi-line block) on stdout, control characters shown escaped."""
     out.print(printable(text), markup=False)
@@ -86,6 +133,12 @@ class Format(StrEnum):
     json = "json"
 
 
+class CheckFormat(StrEnum):
+    text = "text"
+    json = "json"
+    junit = "junit"  # JUnit XML: what Jenkins, GitLab and most CI systems read
+
+
 class FailOn(StrEnum):
     error = "error"
     warning = "warning"
@@ -98,9 +151,20 @@ class Shape(StrEnum):
 
 
 def _project(project: Path | None) -> Path:
-    from kandev_dq.run.project import default_project
+    from kandev_dq.run.inputs import project_folder
 
-    return project or default_project()
+    return project_folder(project)
+
+
+def _checked_inputs(project: Path | None, store: str | None, checkpoint: str) -> Path:
+    """The project folder, once it, the checkpoint name and the store have been vetted
+    without GX (:mod:`kandev_dq.run.inputs`): bad input fails in well under a second."""
+    from kandev_dq.run import inputs
+
+    folder = inputs.project_folder(project)
+    inputs.checkpoint_name(folder, checkpoint)
+    inputs.kandev_store(store)
+    return folder
 
 
 def _used(project: Path) -> None:
@@ -135,15 +199,13 @@ def sample(
     store = open_store(out_target, read_only=False, must_exist=False, require_kandev=False)
     try:
         if store.has_table("task_session_messages"):
-            raise KandevDqError(
-                f"{store.display_url} already holds a Kandev store: not touching it"
-            )
+            raise KandevDqError(f"{store.shown} already holds a Kandev store: not touching it")
         shape = None if subagents is Shape.none else subagents.value
         create_store(store.engine, subagents=shape)
         summary = generate(store.engine, scale=scale, seed=seed)
     finally:
         store.dispose()
-    say(f"sample store: {store.display_url}")
+    say(f"sample store: {store.shown}")
     say(
         f"  {summary.sessions} sessions, {summary.turns} turns, {summary.messages} messages "
         f"({summary.subagent_messages} subagent, {summary.ordinary_messages} ordinary)"
@@ -162,16 +224,21 @@ def migrate(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
+    _errors_as_json(output is Format.json)
     from kandev_dq.migration import runner as migration
-    from kandev_dq.store.access import open_store
+    from kandev_dq.store.access import open_store, require_writable
 
     opened = open_store(store, read_only=dry_run)
     try:
+        if output is Format.text:  # first, so a reader knows which store is about to change
+            say(f"{'dry run on' if dry_run else 'migrating'} {opened.shown} ({opened.dialect})")
+        if not dry_run:
+            require_writable(opened)
         report = migration.run(opened, dry_run=dry_run)
     finally:
         opened.dispose()
     if output is Format.json:
-        print(json.dumps(report.to_dict(), default=str))
+        print(json.dumps({"store": opened.shown, **report.to_dict()}, default=str))
     else:
         say(report.render())
     raise typer.Exit(int(report.exit_code))
@@ -183,22 +250,27 @@ def check(
     checkpoint: Annotated[
         str, typer.Option(help="nightly, pre_release or post_migration.")
     ] = "nightly",
-    output: Annotated[Format, typer.Option("--format")] = Format.text,
+    output: Annotated[CheckFormat, typer.Option("--format")] = CheckFormat.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
     project: ProjectOption = None,
     quiet: QuietOption = False,
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
+    _errors_as_json(output is CheckFormat.json)
+    folder = _checked_inputs(project, store, checkpoint)
     from kandev_dq.run.check import run_check, verdict_line
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         report = run_check(folder, store, checkpoint, _progress(quiet))
     if not quiet:
         _used(folder)
-    if output is Format.json:
+    if output is CheckFormat.json:
         print(json.dumps(report.to_json(), default=str))
+    elif output is CheckFormat.junit:
+        from kandev_dq.report.junit import junit_xml
+
+        sys.stdout.write(junit_xml(report, fail_on.value))
     else:
         _print_report(report, verdict_line(report))
     raise typer.Exit(int(report.exit_code(fail_on.value)))
@@ -236,10 +308,10 @@ def audit(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
+    folder = _checked_inputs(project, store, "pre_release")
     from kandev_dq.report.audit import run_audit
     from kandev_dq.run.check import verdict_line
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         done = run_audit(folder, store, out_dir, _progress(quiet))
     if not quiet:
@@ -258,10 +330,11 @@ def history(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """Past runs of a store in this project, newest first: when each rule started failing."""
+    _errors_as_json(output is Format.json)
+    folder = _project(project)
     from kandev_dq.report.history import history as past_runs
     from kandev_dq.report.history import render
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         past = past_runs(folder, store, limit)
     _used(folder)
@@ -281,9 +354,9 @@ def docs(
     allow_project_code: AllowCodeOption = False,
 ) -> None:
     """(Re)build the data docs from the stored validation results and print the index path."""
+    folder = _project(project)
     from kandev_dq.report.site import build_docs
 
-    folder = _project(project)
     with _trusting(allow_project_code):
         built = build_docs(folder)
     _used(folder)
@@ -300,7 +373,8 @@ def docs(
     if open_browser:
         import webbrowser
 
-        webbrowser.open(built.index.as_uri())
+        if not webbrowser.open(built.index.as_uri()):
+            raise KandevDqError("no web browser found to open the data docs: open the path above")
 
 
 @app.command()
@@ -353,8 +427,18 @@ def init(
 
 @app.command()
 def rules(
-    project: ProjectOption = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="Print a Markdown table.")] = False,
+    project: Annotated[
+        Path | None,
+        typer.Option(
+            "--project",
+            help="Read this GX project's suites. Default: kandev-dq's own suites (no project "
+            "needed).",
+            show_default=False,
+        ),
+    ] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Print a Markdown table.", show_default=False)
+    ] = False,
     readme: Annotated[
         Path | None, typer.Option("--readme", help="Rewrite this README's coverage table.")
     ] = None,
@@ -362,17 +446,43 @@ def rules(
     """The coverage table: AC -> expectation -> suite -> severity."""
     from kandev_dq.report.coverage import coverage_rows, markdown_table, with_table
 
-    rows = coverage_rows(_project(project))
+    rows = coverage_rows(project)
     if readme is not None:
         readme.write_text(with_table(readme.read_text(encoding="utf-8"), markdown_table(rows)))
         return
     if markdown:
         print(markdown_table(rows))
         return
-    table = Table("AC", "summary", "expectation", "suite", "severity")
-    for row in rows:
-        table.add_row(row.ac, row.summary, row.expectation, row.suite, row.severity)
-    out.print(table)
+    if not out.is_terminal:  # whole lines for pipes and files: nothing cut, tab-separated
+        for row in rows:
+            cells = (row.ac, row.expectation, row.suite, row.severity, row.summary)
+            print("\t".join(one_line(cell) for cell in cells))  # rich would expand the tabs
+        return
+    out.print(_rules_table(rows), crop=False)
+
+
+def _rules_table(rows) -> Table:
+    """One section per AC (its id and summary, wrapped), then the expectations citing it.
+
+    The expectation name is what a reader searches the code and the docs for: its column is as
+    wide as the longest name and never cut; the summary, suite and severity wrap around it.
+    """
+    table = Table(
+        "expectation", "suite", "severity", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False
+    )
+    name, suite, severity = table.columns
+    name.no_wrap = True
+    name.min_width = name.max_width = max(len(row.expectation) for row in rows)
+    suite.overflow = severity.overflow = "fold"
+    for ac, group in itertools.groupby(rows, key=lambda row: row.ac):
+        cited = list(group)
+        heading = Text(f"{ac}  {cited[0].summary}", style="bold", no_wrap=False)
+        table.add_row(heading, "", "")
+        for row in cited:
+            table.add_row(
+                Text(row.expectation, style="" if row.suite else "dim"), row.suite, row.severity
+            )
+    return table
 
 
 scenarios_app = typer.Typer(
@@ -406,6 +516,7 @@ def scenarios_list() -> None:
 def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
     """Build one scenario into an empty store; refuses a store that holds Kandev tables."""
     from kandev_dq.lab import scenarios
+    from kandev_dq.store.access import redact
 
     scenario = scenarios.get(name)
     seconds = scenarios.materialise(name, store)
@@ -429,6 +540,7 @@ def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
 def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
     """Apply a two-run scenario's mutation to its store, between its two checks."""
     from kandev_dq.lab import scenarios
+    from kandev_dq.store.access import redact
 
     scenarios.apply_between_runs(name, store)
     say(one_line(f"applied the between-runs mutation of {name} to {redact(store)}"))
@@ -474,7 +586,7 @@ def main() -> None:
     try:
         app()
     except KandevDqError as exc:
-        err.print(f"kandev-dq: error: {one_line(redact(str(exc)))}", markup=False)
+        _could_not_run(str(exc), int(exc.exit_code))
         sys.exit(int(exc.exit_code))
     except KeyboardInterrupt:
         err.print("kandev-dq: interrupted", markup=False)
@@ -483,9 +595,8 @@ def main() -> None:
         if os.environ.get("KANDEV_DQ_DEBUG"):
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
-        err.print(
-            f"kandev-dq: error: {type(exc).__name__}: {one_line(redact(first))} "
-            "(set KANDEV_DQ_DEBUG=1 for details)",
-            markup=False,
+        _could_not_run(
+            f"{type(exc).__name__}: {first} (set KANDEV_DQ_DEBUG=1 for details)",
+            int(ExitCode.COULD_NOT_RUN),
         )
         sys.exit(int(ExitCode.COULD_NOT_RUN))

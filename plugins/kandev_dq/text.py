@@ -62,3 +62,12 @@ def markdown_code(text: object) -> str:
 def markdown_text(text: object) -> str:
     """``text`` as plain Markdown table-cell text: no markup, no link, no HTML takes effect."""
     return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(one_line(text), quote=False))
+
+
+#: What XML 1.0 cannot hold even as a character reference (C0 controls are already escaped).
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: object) -> str:
+    """:func:`one_line`, safe as XML character data or an attribute value once serialised."""
+    return _NOT_XML.sub(lambda match: _escaped(match[0]), one_line(text))

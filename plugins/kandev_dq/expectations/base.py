@@ -263,8 +263,9 @@ def _observed_content(value: Any) -> RenderedStringTemplateContent:
         params.update({f"v{i}": _short(value[name]) for i, name in enumerate(names)})
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         template, params = "$count row(s), tabled with the rule", {"count": str(len(value))}
-    else:
-        template, params = "$value", {"value": "none" if value is None else _short(value)}
+    else:  # an empty list or mapping is nothing observed, as None is: "none", never "[]"
+        empty = value is None or (isinstance(value, list | dict | str) and not value)
+        template, params = "$value", {"value": "none" if empty else _short(value)}
     return RenderedStringTemplateContent(
         content_block_type="string_template",
         string_template={"template": template, "params": params},

@@ -37,6 +37,7 @@ from kandev_dq.sql.dialect import (
     recognised_utc_text,
     repeated_member,
 )
+from kandev_dq.sql.mapping import READ_PATHS
 from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
@@ -54,30 +55,6 @@ TIMESTAMP_COLUMNS: dict[str, tuple[str, ...]] = {
 }
 _SAMPLE = 20
 _SHOWN_CHARS = 60
-#: Every member path the subagent reading (:mod:`kandev_dq.sql.messages`, the migration runner)
-#: takes: a name repeated along one of them changes what the rules read (AC-21, AC-23b).
-_TASK = ("normalized", "subagent_task")
-READ_PATHS: tuple[tuple[str, ...], ...] = (
-    ("tool_call_id",),
-    ("parent_tool_call_id",),
-    ("status",),
-    ("normalized", "kind"),
-    *(
-        (*_TASK, name)
-        for name in (
-            "status",
-            "subagent_type",
-            "description",
-            "agent_id",
-            "child_session_id",
-            "model",
-            "is_async",
-            "total_tokens",
-            "tool_use_count",
-            "duration_ms",
-        )
-    ),
-)
 
 
 def _misread(column) -> sa.ColumnElement:
@@ -164,7 +141,8 @@ def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
 
 
 def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str, Any]:
-    """Messages whose metadata repeats a member name along :data:`READ_PATHS` (AC-23b, AC-19).
+    """Messages whose metadata repeats a member name along a path the reading takes
+    (:data:`~kandev_dq.sql.mapping.READ_PATHS`; AC-23b, AC-19).
 
     Read as text with every member kept, the unreadable ``ids`` as ``{}``.
     """

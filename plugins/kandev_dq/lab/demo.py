@@ -2,12 +2,18 @@
 
 A generated Kandev store that predates the feature (state ``not_activated``), the contract's
 migration, a healthy live writer, then the ``pre_release`` checkpoint and its data docs.
+
+Every run starts over: a new store and a new project, so no earlier run's record (the AC-24
+key ledger, validation results) judges this run's freshly written keys. A run that refuses
+(a folder that is not a demo's, a PostgreSQL database that is not empty) leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kandev_dq.contract.states import state_of
@@ -15,7 +21,7 @@ from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
 from kandev_dq.migration import runner as migrate
 from kandev_dq.run.check import CheckReport, run_check
-from kandev_dq.run.project import PROJECT_FILE, build_project
+from kandev_dq.run.project import build_project
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 
@@ -40,25 +46,19 @@ def run_demo(
     scale: int = 1,
     say: Callable[[str], None] = print,
 ) -> DemoResult:
-    folder = Path(folder)
-    if folder.exists() and any(folder.iterdir()) and not (folder / MARKER).exists():
+    folder = Path(folder).resolve()
+    if folder.exists() and not _is_demo_folder(folder):
         raise KandevDqError(f"{folder} exists and is not a kandev-dq demo folder: choose another")
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).touch()
-    project = folder / "project"
-    if not (project / PROJECT_FILE).is_file():
-        build_project(project)
-
     target = postgres_url or str(folder / "kandev.db")
-    if not postgres_url:
-        (folder / "kandev.db").unlink(missing_ok=True)
+    if postgres_url:  # refuse before touching the folder
+        _require_empty(postgres_url)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / MARKER).touch()
+    project = build_project(folder / "project")
     store = open_store(target, read_only=False, must_exist=False, require_kandev=False)
     try:
-        if store.has_table("task_session_messages"):
-            raise KandevDqError(
-                f"{store.display_url} already holds a Kandev store: use an empty one"
-            )
-        say(f"1/5 generating a Kandev store that predates the feature: {store.display_url}")
+        say(f"1/5 generating a Kandev store that predates the feature: {store.shown}")
         sample.create_store(store.engine)
         summary = sample.generate(store.engine, scale=scale, seed=0)
         with store.snapshot() as conn:
@@ -73,11 +73,27 @@ def run_demo(
             raise KandevDqError("the demo migration failed:\n" + migration.render())
         say(f"    backfilled {migration.backfill_rows} subagent rows")
         say(f"3/5 a healthy writer records {LIVE_SUBAGENTS} live subagents after capture_since")
-        sample.append_live_traffic(store.engine, count=LIVE_SUBAGENTS, seed=1)
-        display = store.display_url
+        # Dated no later than now: the run that follows never sees rows from its future.
+        sample.append_live_traffic(
+            store.engine, count=LIVE_SUBAGENTS, seed=1, until=datetime.now(UTC)
+        )
+        display = store.shown
     finally:
         store.dispose()
     say("4/5 running the pre_release checkpoint (read-only) and building the data docs")
     report = run_check(project, target, "pre_release")
     say("5/5 done")
     return DemoResult(display, summary, before, migration, report, project)
+
+
+def _is_demo_folder(folder: Path) -> bool:
+    return folder.is_dir() and (not any(folder.iterdir()) or (folder / MARKER).is_file())
+
+
+def _require_empty(url: str) -> None:
+    store = open_store(url, read_only=True, require_kandev=False)
+    try:
+        if store.has_table("task_session_messages"):
+            raise KandevDqError(f"{store.shown} already holds a Kandev store: use an empty one")
+    finally:
+        store.dispose()

@@ -375,6 +375,32 @@ def _subagent_metadata(
     return meta, settle
 
 
+def _launch_message(
+    rng: random.Random,
+    where: tuple[str, str, str],
+    text: _Text,
+    meta: dict,
+    settle: int,
+    *,
+    created_us: int = 0,
+) -> _Message:
+    """The agent's tool-call message launching a subagent, in ``(session, task, turn)``."""
+    session_id, task_id, turn_id = where
+    return _Message(
+        id=_uuid(rng),
+        session_id=session_id,
+        task_id=task_id,
+        turn_id=turn_id,
+        author_type="agent",
+        content=_subagent_content(rng, text, meta),
+        type="tool_call",
+        metadata=json.dumps(meta),
+        settle_after_us=settle,
+        created_us=created_us,
+        subagent=meta,
+    )
+
+
 def _subagent_content(rng: random.Random, text: _Text, meta: dict) -> str:
     task = meta["normalized"]["subagent_task"]
     head = f"Task({task.get('subagent_type') or 'agent'}): {task.get('description') or ''}\n\n"
@@ -726,18 +752,7 @@ def _launch(
         zero_metrics=rng.random() < 0.5,
     )
     summary.by_agent_status[plan.statuses[i]] += 1
-    return _Message(
-        id=_uuid(rng),
-        session_id=session_id,
-        task_id=task_id,
-        turn_id=turn_id,
-        author_type="agent",
-        content=_subagent_content(rng, text, meta),
-        type="tool_call",
-        metadata=json.dumps(meta),
-        settle_after_us=settle,
-        subagent=meta,
-    )
+    return _launch_message(rng, (session_id, task_id, turn_id), text, meta, settle)
 
 
 def _interleave(
@@ -817,6 +832,7 @@ def append_live_traffic(
     seed: int = 0,
     after: datetime | None = None,
     writer: Literal["healthy", "stopped"] = "healthy",
+    until: datetime | None = None,
 ) -> int:
     """Append ``count`` subagent messages created after ``capture_since``; return ``count``.
 
@@ -826,6 +842,8 @@ def append_live_traffic(
     The lower bound is the store's ``subagent_context_capture_since`` key; ``after`` is used
     when the key is absent (and, when both are given, the later of the two wins). Messages
     also follow every existing message, so repeated calls keep ``created_at`` increasing.
+    ``until`` (e.g. now, for a run about to validate the store) bounds every instant written:
+    the burst is compressed into the time since the lower bound, its order kept.
     """
     if writer not in ("healthy", "stopped"):
         raise ValueError(f"writer must be 'healthy' or 'stopped', not {writer!r}")
@@ -849,12 +867,50 @@ def append_live_traffic(
         rng = random.Random(f"kandev-dq live {seed} {prev}")
         text = _Text(random.Random(rng.getrandbits(64)), size=1 << 14)
         turns, messages, rows = _live(rng, text, sessions, count, prev, writer == "healthy")
+        if until is not None:
+            turns = _fit_before(turns, messages, rows, prev, _micros(until))
         out = _Writer(conn)
         out.turns(turns)
         out.messages([m.row() for m in messages])
         if rows:
             conn.execute(schema.subagents.insert(), rows)
     return count
+
+
+_ROW_INSTANTS = ("observed_at", "settled_at", "updated_at")
+
+
+def _fit_before(
+    turns: list[tuple], messages: list[_Message], rows: list[dict], start_us: int, end_us: int
+) -> list[tuple]:
+    """Rescale a live burst's instants from ``start_us`` so none is after ``end_us``.
+
+    The map is monotone, so every ordering the writer guarantees (observed_at <= updated_at,
+    settled_at = the later of the two, §2) holds after it. Messages and rows change in place;
+    the turns (tuples) are returned anew.
+    """
+    latest = max(
+        [turn[4] for turn in turns]
+        + [m.created_us + m.settle_after_us for m in messages]
+        + [_micros(row[c]) for row in rows for c in _ROW_INSTANTS if row[c] is not None]
+    )
+    if latest <= end_us:
+        return turns
+    if end_us <= start_us:
+        raise ValueError("'until' must be after capture_since and every existing message")
+
+    def fit(us: int) -> int:
+        return start_us + (us - start_us) * (end_us - start_us) // (latest - start_us)
+
+    for m in messages:
+        updated = fit(m.created_us + m.settle_after_us)
+        m.created_us = fit(m.created_us)
+        m.settle_after_us = updated - m.created_us
+    for row in rows:
+        for column in _ROW_INSTANTS:
+            if row[column] is not None:
+                row[column] = _aware(fit(_micros(row[column])))
+    return [(*t[:3], fit(t[3]), fit(t[4]), t[5], fit(t[6]), fit(t[7])) for t in turns]
 
 
 def _require_amended(conn: sa.Connection) -> None:
@@ -930,18 +986,8 @@ def _live(
                 empty_strings=rng.random() < 0.1,
             )
             launched.append(tool_call_id)
-            message = _Message(
-                id=_uuid(rng),
-                session_id=session_id,
-                task_id=task_id,
-                turn_id=turn_id,
-                author_type="agent",
-                content=_subagent_content(rng, text, meta),
-                type="tool_call",
-                metadata=json.dumps(meta),
-                settle_after_us=settle,
-                created_us=now,
-                subagent=meta,
+            message = _launch_message(
+                rng, (session_id, task_id, turn_id), text, meta, settle, created_us=now
             )
             messages.append(message)
             if healthy:

@@ -1,7 +1,8 @@
 """The coverage table: every AC of the catalogue, the expectations citing it, their suites.
 
-Read from the project's suite JSON (what actually runs) and each expectation's declared AC
-ids, so the table in the README is generated, never hand-kept.
+Read from the rule index (the code's own suites, no GX import, no project) or from a project's
+suite JSON (what that project actually runs) and each expectation's declared AC ids, so the
+table in the README is generated, never hand-kept.
 """
 
 from __future__ import annotations
@@ -11,16 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kandev_dq.contract.catalogue import BY_ID, CRITERIA
-from kandev_dq.expectations.base import severity_word
+from kandev_dq.contract.rule_index import RULE_INDEX, IndexedRule
 from kandev_dq.run.project import SUITE_DIR
-
-
-@dataclass(frozen=True)
-class Citation:
-    expectation: str
-    suite: str
-    severity: str
-    rules: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -32,11 +25,15 @@ class CoverageRow:
     severity: str
 
 
-def citations(project: Path) -> list[Citation]:
-    """Every expectation of every suite in the project, with the AC ids it encodes."""
+def citations(project: Path | None = None) -> list[IndexedRule]:
+    """Every expectation of every suite in ``project`` (default: the code's own suites, from
+    the rule index without importing GX), with the AC ids it encodes."""
+    if project is None:
+        return list(RULE_INDEX)
     from great_expectations.expectations.registry import get_expectation_impl
 
     import kandev_dq.expectations  # noqa: F401 - registers the custom types
+    from kandev_dq.expectations.base import severity_word
 
     found = []
     for path in sorted((Path(project) / SUITE_DIR).glob("*.json")):
@@ -45,7 +42,7 @@ def citations(project: Path) -> list[Citation]:
             if declared is None:
                 declared = getattr(get_expectation_impl(entry["type"]), "rules", ())
             found.append(
-                Citation(
+                IndexedRule(
                     entry["type"],
                     path.stem,
                     severity_word(entry.get("severity")),
@@ -55,8 +52,8 @@ def citations(project: Path) -> list[Citation]:
     return found
 
 
-def coverage_rows(project: Path) -> list[CoverageRow]:
-    by_ac: dict[str, list[Citation]] = {}
+def coverage_rows(project: Path | None = None) -> list[CoverageRow]:
+    by_ac: dict[str, list[IndexedRule]] = {}
     for citation in citations(project):
         for ac in citation.rules:
             by_ac.setdefault(ac, []).append(citation)
@@ -77,13 +74,13 @@ def coverage_rows(project: Path) -> list[CoverageRow]:
     return rows
 
 
-def uncovered(project: Path) -> list[str]:
+def uncovered(project: Path | None = None) -> list[str]:
     """Data-observable ACs that no expectation cites."""
     cited = {ac for c in citations(project) for ac in c.rules}
     return [c.ac for c in CRITERIA if c.data_observable and c.ac not in cited]
 
 
-def unknown_citations(project: Path) -> list[tuple[str, str]]:
+def unknown_citations(project: Path | None = None) -> list[tuple[str, str]]:
     """(expectation, AC) pairs citing an AC the catalogue does not hold."""
     return [(c.expectation, ac) for c in citations(project) for ac in c.rules if ac not in BY_ID]
 

@@ -20,7 +20,7 @@ from kandev_dq.run.checkpoint import parse_run_name, store_tag
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import load_context
 from kandev_dq.run.results import RuleResult, rule_result
-from kandev_dq.store.access import chosen_store, redact, resolve_url
+from kandev_dq.store.access import chosen_store, resolve_url, shown_store
 
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
 
@@ -57,15 +57,13 @@ class History:
         return asdict(self)
 
 
-def identity_for(target: str | None) -> str:
-    """The store's ledger identity, without connecting to it (history needs only results)."""
-    return store_identity(resolve_url(chosen_store(target)))
-
-
 def history(project: Path, target: str | None, limit: int = 20) -> History:
-    """The last ``limit`` runs recorded for ``target`` in ``project``, newest first."""
-    identity = identity_for(target)
-    tag = store_tag(identity)
+    """The last ``limit`` runs recorded for ``target`` in ``project``, newest first.
+
+    The store is named from its URL alone, without connecting to it (history needs only
+    results): its ledger identity finds its runs, and it is shown as every command shows it."""
+    url = resolve_url(chosen_store(target))
+    tag = store_tag(store_identity(url))
     context = load_context(project)
     results_store = context.validation_results_store
     groups: dict[tuple[str, Any], list] = defaultdict(list)
@@ -75,7 +73,7 @@ def history(project: Path, target: str | None, limit: int = 20) -> History:
             groups[(key.run_id.run_name, key.run_id.run_time)].append(key)
     newest = sorted(groups, key=lambda group: group[1], reverse=True)[: max(limit, 0)]
     runs = [_past_run(results_store, name, when, groups[(name, when)]) for name, when in newest]
-    return History(store=redact(identity), runs=runs)
+    return History(store=shown_store(url), runs=runs)
 
 
 def _past_run(results_store, name: str, when, keys: list) -> PastRun:

@@ -26,6 +26,7 @@ themselves say, read as every command reads them (:func:`kandev_dq.run.results.r
 
 from __future__ import annotations
 
+import copy
 import html
 import json
 import logging
@@ -53,6 +54,7 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.states import explain_state
+from kandev_dq.run import gx_adapter
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 
@@ -820,8 +822,20 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
 
 # --- the site builder --------------------------------------------------------------------------
 
-KANDEV_VIEWS = {
-    "view": {"module_name": __name__, "class_name": KandevPageView.__name__},
+
+def _section(renderer: type | None) -> dict[str, Any]:
+    section: dict[str, Any] = {
+        "view": {"module_name": __name__, "class_name": KandevPageView.__name__}
+    }
+    if renderer is not None:  # GX's page renderers, adapted (kandev_dq.run.gx_adapter)
+        section["renderer"] = {"module_name": renderer.__module__, "class_name": renderer.__name__}
+    return section
+
+
+KANDEV_SECTIONS = {
+    "expectations": _section(gx_adapter.KandevExpectationSuitePageRenderer),
+    "validations": _section(gx_adapter.KandevValidationResultsPageRenderer),
+    "profiling": _section(None),
 }
 
 
@@ -854,10 +868,10 @@ class KandevSiteBuilder(SiteBuilder):
             },
             dict(site_index_builder or {}),
         )
-        sections = {
-            name: dict(KANDEV_VIEWS) for name in ("expectations", "validations", "profiling")
-        }
-        sections = nested_update(sections, dict(site_section_builders or {}))
+        sections = nested_update(
+            copy.deepcopy(KANDEV_SECTIONS),  # nested_update changes its first argument
+            dict(site_section_builders or {}),
+        )
         super().__init__(
             data_context,
             store_backend,

@@ -8,6 +8,8 @@ error-severity (GX ``critical``) failure, or on warnings too with ``fail_on="war
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,17 @@ from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import KeyLedger, store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
 from kandev_dq.run.register import record_run, run_key
-from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.run.results import RuleResult, failing_severities, rule_result
+from kandev_dq.run.versions import kandev_dq_version, server_version
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.snapshot import pinned
 
 LEDGER = Path("uncommitted") / "key_ledger.json"
+
+
+SEVERITIES = ("error", "warning", "info")
 
 
 @dataclass
@@ -41,20 +47,26 @@ class CheckReport:
     state_explanation: str = ""
     results: list[RuleResult] = field(default_factory=list)
     docs_index: str | None = None
+    run_name: str = ""
+    run_time: str = ""  #: RFC 3339, UTC (``Z``)
+    duration_s: float = 0.0
+    versions: dict[str, str] = field(default_factory=dict)
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
 
     def exit_code(self, fail_on: str = "error") -> ExitCode:
-        failing = self.failures("error") + (
-            self.failures("warning") if fail_on == "warning" else []
-        )
+        failing = [r for s in failing_severities(fail_on) for r in self.failures(s)]
         return ExitCode.FAILED if failing else ExitCode.OK
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """Failed rules by severity, and the rules that passed."""
+        counts = {severity: len(self.failures(severity)) for severity in SEVERITIES}
+        return counts | {"passed": sum(r.success for r in self.results)}
+
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data.pop("docs_index")
-        return data
+        return asdict(self) | {"counts": self.counts}
 
 
 def run_check(
@@ -65,6 +77,7 @@ def run_check(
     The run is named for its checkpoint and store (:func:`kandev_dq.run.checkpoint.run_name`, no
     credentials), reports to ``progress`` suite by suite, and notifies when configured.
     """
+    started = time.perf_counter()
     store = open_store(target, read_only=True)
     try:
         context = load_context(project, store_url=store.display_url)
@@ -79,9 +92,10 @@ def run_check(
             pinned(store.engine, reader=gx_engine) as run,
         ):
             keys = read_keys(run.connection)
+            server = server_version(run.connection)
             amended = observe_subagents(run.connection).clauses_1_to_3_hold
             # Before GX runs: the data docs it builds during the run show this record.
-            record_run(project, run_key(run_id), identity, store.dialect, keys, amended)
+            record_run(project, run_key(run_id), store.shown, store.dialect, keys, amended)
             outcome = runs.run_checkpoint(
                 context,
                 checkpoint,
@@ -92,25 +106,48 @@ def run_check(
         ledger.record(identity, keys)
         runs.notify(context, outcome, identity)
         report = CheckReport(
-            store=store.display_url,
+            store=store.shown,
             dialect=store.dialect,
             checkpoint=checkpoint,
             success=True,
             state=state_of(keys),
             keys=keys,
             state_explanation=explain_state(state_of(keys), amended=amended),
-            results=[rule_result(r) for v in outcome.run_results.values() for r in v.results],
+            results=[
+                rule_result(r, suite=v.suite_name)
+                for v in outcome.run_results.values()
+                for r in v.results
+            ],
         )
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
+        report.run_name = run_id.run_name
+        report.run_time = rfc3339(run_id.run_time)
+        report.versions = {
+            "kandev_dq": kandev_dq_version(),
+            "great_expectations": gx_version(),
+            "store_server": server,
+        }
+        report.duration_s = round(time.perf_counter() - started, 3)
         return report
     finally:
         store.dispose()
 
 
 def _docs_index(project: Path) -> str | None:
-    index = Path(project) / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    index = Path(project).resolve() / "uncommitted" / "data_docs" / "local_site" / "index.html"
     return str(index) if index.is_file() else None
+
+
+def rfc3339(moment: dt.datetime) -> str:
+    """``2026-11-30T19:04:36.042122Z``: UTC, microseconds, ``Z``."""
+    return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def gx_version() -> str:
+    import great_expectations
+
+    return great_expectations.__version__
 
 
 def verdict_line(report: CheckReport) -> str:

@@ -15,6 +15,10 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   calls once per suite, in checkpoint order.
 * **Running an action outside a checkpoint** (notifications): :func:`run_action` sets the
   action's private ``_data_context``, as GX's ``Checkpoint._run_actions`` does, before running it.
+* **Naming what a suite judges in the data docs**: every suite runs against the one batch
+  ``kandev_meta``. :class:`KandevValidationResultsPageRenderer` and
+  :class:`KandevExpectationSuitePageRenderer` override the protected classmethods GX's page
+  renderers build the header, title and notes with (``tests/test_data_docs.py`` pins them).
 
 ``tests/test_gx_adapter.py`` pins the GX behaviour each of these relies on: a GX upgrade that
 changes it breaks there, loudly, and only this module needs to follow.
@@ -27,6 +31,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
+from great_expectations.render.renderer import (
+    ExpectationSuitePageRenderer,
+    ValidationResultsPageRenderer,
+)
+
+from kandev_dq.contract.rule_index import SUITE_TABLES
 
 
 @contextmanager
@@ -69,3 +79,35 @@ def run_action(action, context, checkpoint_result) -> Any:
 
     action._data_context = context
     return action.run(checkpoint_result=checkpoint_result, action_context=ActionContext())
+
+
+class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
+    """GX's validation page, its "Data asset" naming the tables the suite judges (every suite
+    runs against the one batch ``kandev_meta``, which GX would show for all of them)."""
+
+    @classmethod
+    def _render_validation_header(cls, validation_results):
+        header = super()._render_validation_header(validation_results)
+        tables = SUITE_TABLES.get(validation_results.suite_name)
+        if tables:
+            header.subheader.string_template["params"]["data_asset_name"] = ", ".join(tables)
+        return header
+
+    def _determine_page_title(self, run_name, run_time, data_asset_name, expectation_suite_name):
+        # The breadcrumb: suite, run and time; the batch name would only repeat "kandev_meta".
+        return super()._determine_page_title(run_name, run_time, "", expectation_suite_name)
+
+
+class KandevExpectationSuitePageRenderer(ExpectationSuitePageRenderer):
+    """GX's suite page, without "across 0 columns" for a suite whose rules take no column."""
+
+    @classmethod
+    def _render_expectation_suite_notes(cls, expectations):
+        notes = super()._render_expectation_suite_notes(expectations)
+        if any("column" in e.kwargs for e in expectations.expectation_configurations):
+            return notes
+        count = len(expectations.expectations)
+        tables = SUITE_TABLES.get(expectations.name)
+        judged = f", judging {', '.join(tables)}" if tables else ""
+        notes.text[0] = f"This Expectation suite currently contains {count} Expectations{judged}."
+        return notes

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import unquote
 
 from sqlalchemy.engine import URL
 
 from kandev_dq.run.jsonfile import write_json_atomically
-from kandev_dq.store.access import without_password
+from kandev_dq.store.access import shown_store, sqlite_file
 
 
 def store_identity(url: URL) -> str:
-    """A store's name in the ledger: the URL without user or password."""
+    """A store's name in the ledger and in run names: the URL without user or password.
+
+    It differs from :func:`~kandev_dq.store.access.shown_store` only in a SQLite store's
+    prefix (``sqlite:/srv/k.db``), kept so that earlier ledgers and run names still match."""
     if url.get_backend_name() == "sqlite":
-        path = unquote((url.database or "").removeprefix("file:"))
-        return f"sqlite:{Path(path).resolve()}"
-    bare = without_password(url)._replace(drivername="postgresql", username=None)
-    return bare.render_as_string(hide_password=False)
+        return f"sqlite:{sqlite_file(url)}"
+    return shown_store(url)
 
 
 class KeyLedger:

@@ -33,17 +33,17 @@ def run_key(run_id) -> str:
 def record_run(
     root: Path,
     key: str,
-    identity: str,
+    store: str,
     dialect: str,
     keys: dict[str, str | None],
     amended: bool | None = None,
 ) -> None:
-    """Record a run: its store (by ledger identity, redacted once more for safety), dialect,
+    """Record a run: its store (as outputs name it, redacted once more for safety), dialect,
     AC-24c state, whether AC-33 clauses 1-3 held, and the activation keys. The newest
     :data:`REGISTER_LIMIT` runs are kept."""
     register = load_register(root)
     register[key] = {
-        "store": redact(identity),
+        "store": redact(store),
         "dialect": dialect,
         "state": state_of(keys),
         "amended": amended,

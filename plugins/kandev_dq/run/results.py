@@ -24,10 +24,17 @@ class RuleResult:
     observed_value: Any
     unexpected_count: int | None
     message: str
+    suite: str = ""  #: the GX suite that ran the rule ("" where the caller did not say)
 
 
-def rule_result(result) -> RuleResult:
-    """One result, as a GX object or as stored JSON."""
+def failing_severities(fail_on: str) -> tuple[str, ...]:
+    """The severities whose failed rules fail a run: errors, and warnings too with
+    ``--fail-on warning``. The exit code and the JUnit failures both follow this."""
+    return ("error", "warning") if fail_on == "warning" else ("error",)
+
+
+def rule_result(result, suite: str = "") -> RuleResult:
+    """One result, as a GX object or as stored JSON; ``suite`` names the suite that ran it."""
     config = result.get("expectation_config") or {}
     severity = config.get("severity")
     severity = getattr(severity, "value", severity) or "critical"
@@ -47,6 +54,7 @@ def rule_result(result) -> RuleResult:
         observed_value=body.get("observed_value"),
         unexpected_count=body.get("unexpected_count"),
         message=message,
+        suite=suite,
     )
 
 

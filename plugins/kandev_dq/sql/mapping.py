@@ -38,6 +38,15 @@ SUBAGENT_KIND = "subagent_task"
 _TASK = ("normalized", "subagent_task")
 #: Text fields copied from the subagent document, in column order.
 TASK_TEXT = ("subagent_type", "description", "agent_id", "child_session_id", "model")
+#: Every member path the subagent reading takes (:func:`subagent_messages`): a name repeated
+#: along one of them changes what the rules and the backfill read (AC-21, AC-23b).
+READ_PATHS: tuple[tuple[str, ...], ...] = (
+    ("tool_call_id",),
+    ("parent_tool_call_id",),
+    ("status",),
+    ("normalized", "kind"),
+    *((*_TASK, name) for name in ("status", *TASK_TEXT, "is_async", *schema.METRIC_COLUMNS)),
+)
 #: A metric beyond what an INTEGER column holds on PostgreSQL is not stored (on both dialects,
 #: so that they agree, AC-19); no real count comes near it.
 INTEGER_MAX = 2_147_483_647

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
@@ -86,6 +86,20 @@ def without_password(url: URL) -> URL:
     return url._replace(password=None).difference_update_query(["password"])
 
 
+def sqlite_file(url: URL) -> Path:
+    """The absolute path of a SQLite store (a ``file:`` URI database included)."""
+    return Path(unquote((url.database or "").removeprefix("file:"))).resolve()
+
+
+def shown_store(url: URL) -> str:
+    """How every command, its JSON and the data docs name a store: a URL ``--store`` accepts,
+    without user or password; a SQLite file by its absolute path (``sqlite:////srv/k.db``)."""
+    if url.get_backend_name() == "sqlite":
+        return f"sqlite:///{sqlite_file(url)}"
+    bare = without_password(url)._replace(drivername="postgresql", username=None)
+    return bare.render_as_string(hide_password=False)
+
+
 def with_pg_option(url: URL, option: str) -> URL:
     """``url`` with a libpq ``-c`` option added to the ``options`` it already carries (e.g. a
     search_path), which are kept."""
@@ -112,8 +126,13 @@ class Store:
 
     @property
     def display_url(self) -> str:
-        """The URL with no password, safe for output, logs and generated files."""
+        """The URL with no password: what GX's data source is configured with."""
         return without_password(self.url).render_as_string(hide_password=False)
+
+    @property
+    def shown(self) -> str:
+        """The store as every output names it (:func:`shown_store`)."""
+        return shown_store(self.url)
 
     def snapshot(self):
         """One consistent read: PostgreSQL REPEATABLE READ (read-only), SQLite one read txn."""
@@ -130,6 +149,8 @@ class Store:
 
 def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[[], Any]:
     file = Path(path)
+    if file.is_dir():
+        raise StoreError(f"{file} is a folder, not a SQLite file: pass the store's .db file")
     if must_exist and not file.is_file():
         raise StoreError(f"no SQLite store at {file}: the file does not exist")
     mode = "ro" if read_only else "rwc"
@@ -193,7 +214,7 @@ def open_store(
     if require_kandev and missing:
         store.dispose()
         raise StoreError(
-            f"{store.display_url} is not a Kandev store: missing table(s) {', '.join(missing)}"
+            f"{store.shown} is not a Kandev store: missing table(s) {', '.join(missing)}"
         )
     return store
 
@@ -208,7 +229,40 @@ def chosen_store(target: str | None) -> str:
     default = DEFAULT_STORE.expanduser()
     if default.is_file():
         return str(default)
-    raise StoreError(f"no store given: pass --store or set {STORE_URL_VARIABLE}")
+    raise StoreError(
+        f"no store given, and none at the default {DEFAULT_STORE}: "
+        f"pass --store or set {STORE_URL_VARIABLE}"
+    )
+
+
+def require_writable(store: Store) -> None:
+    """Refuse (exit 2) a store that cannot take a write now: a read-only file or server, or a
+    SQLite file another process holds locked. Takes and releases the write lock; writes nothing.
+    """
+    try:
+        with store.engine.connect() as conn:
+            if store.dialect == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, waited for as any write
+                try:  # a write of the value already there, rolled back: fails on a read-only file
+                    version = conn.exec_driver_sql("PRAGMA user_version").scalar()
+                    conn.exec_driver_sql(f"PRAGMA user_version = {int(version)}")
+                finally:
+                    conn.exec_driver_sql("ROLLBACK")
+                return
+            if conn.exec_driver_sql("SHOW transaction_read_only").scalar() == "on":
+                raise StoreError(
+                    f"cannot write to {store.shown}: the server or the user's session is "
+                    "read-only (a standby, or default_transaction_read_only)"
+                )
+    except sa.exc.DBAPIError as exc:
+        lowered = str(exc.orig).lower()
+        if "readonly" in lowered or "read-only" in lowered:
+            reason = "the file or its folder is read-only"
+        elif "locked" in lowered or "busy" in lowered:
+            reason = f"another process holds it locked (waited {BUSY_TIMEOUT_S:.0f} s)"
+        else:
+            raise StoreError(_connection_reason(store, exc)) from None
+        raise StoreError(f"cannot write to {store.shown}: {reason}; nothing was changed") from None
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
@@ -217,7 +271,7 @@ def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
     if store.url.password:
         detail = detail.replace(store.url.password, "***")
     lowered = " ".join(raw).lower()
-    where = store.display_url
+    where = store.shown
     if "password authentication failed" in lowered or "authentication failed" in lowered:
         return f"cannot open {where}: authentication failed for user {store.url.username!r}"
     if "does not exist" in lowered and "database" in lowered:

@@ -193,20 +193,10 @@ def _two_messages(engine: sa.Engine) -> None:
 )
 def _collision(engine: sa.Engine) -> None:
     baseline(engine)
-    at = next_free(engine)
-    turn = uid("turn-live-2")
-    message = subagent_message(
-        uid("m-live-reused"), SL, TL, turn, at, TC_LIVE_COMPLETED,
-        tool_status="completed", updated=at + 20 * SECOND, subagent_type="general-purpose",
-        description="Summarise the failing tests again", status="completed",
-        agent_id="c0ffee03", model="claude-opus-4-1-20250805",
-        total_tokens=9001, tool_use_count=2, duration_ms=19000,
-    )
-    with writing(engine) as conn:
-        insert_rows(conn, schema.task_session_turns, [turn_row(turn, SL, TL, at - MILLISECOND)])
-        insert_rows(conn, schema.task_session_messages, [message])
-        row = healthy_row(message, EXECUTION_2, at + 250 * MICROSECOND)
-        insert_rows(conn, schema.subagents, [row])
+    _reused_by_a_later_execution(
+        engine, "m-live-reused", "turn-live-2", (SL, TL), TC_LIVE_COMPLETED,
+        description="Summarise the failing tests again", agent_id="c0ffee03",
+    )  # fmt: skip
 
 
 @registered(
@@ -216,19 +206,38 @@ def _collision(engine: sa.Engine) -> None:
 )
 def _reused_backfilled(engine: sa.Engine) -> None:
     baseline(engine)
+    _reused_by_a_later_execution(
+        engine, "m-live-reuses-backfilled", "turn-reuse-backfilled", (S1, T1), TC_COMPLETED,
+        description="Run the migration checks again", agent_id="c0ffee0a",
+    )  # fmt: skip
+
+
+def _reused_by_a_later_execution(
+    engine: sa.Engine,
+    message_name: str,
+    turn_name: str,
+    where: tuple[str, str],
+    tool_call_id: str,
+    *,
+    description: str,
+    agent_id: str,
+) -> None:
+    """A later execution's turn reusing ``tool_call_id``: its message, and the live row with
+    its real execution id (AC-32: correct, never a duplicate)."""
+    session, task = where
     at = next_free(engine)
-    turn = uid("turn-reuse-backfilled")
+    turn = uid(turn_name)
     # fmt: off
     message = subagent_message(
-        uid("m-live-reuses-backfilled"), S1, T1, turn, at, TC_COMPLETED,
-        tool_status="completed", updated=at + 12 * SECOND, subagent_type="general-purpose",
-        description="Run the migration checks again", status="completed",
-        agent_id="c0ffee0a", model="claude-opus-4-1-20250805",
-        total_tokens=5120, tool_use_count=4, duration_ms=12000,
+        uid(message_name), session, task, turn, at, tool_call_id,
+        tool_status="completed", updated=at + 20 * SECOND, subagent_type="general-purpose",
+        description=description, status="completed", agent_id=agent_id,
+        model="claude-opus-4-1-20250805", total_tokens=9001, tool_use_count=2, duration_ms=19000,
     )
     # fmt: on
     with writing(engine) as conn:
-        insert_rows(conn, schema.task_session_turns, [turn_row(turn, S1, T1, at - MILLISECOND)])
+        started = at - MILLISECOND
+        insert_rows(conn, schema.task_session_turns, [turn_row(turn, session, task, started)])
         insert_rows(conn, schema.task_session_messages, [message])
         row = healthy_row(message, EXECUTION_2, at + 250 * MICROSECOND)
         insert_rows(conn, schema.subagents, [row])

@@ -62,7 +62,7 @@ def matrix_header() -> str:
 def matrix_row(scenario: Scenario, verdicts: dict[str, Verdict]) -> str:
     cells = [verdicts[d].cell() if d in verdicts else "(not run)" for d in DIALECT_NAMES]
     return (
-        f"| `{scenario.name}` | {scenario.summary} | {scenario.expected} | "
+        f"| `{scenario.name}` | {scenario.summary} | {scenario.expected_text(markdown=True)} | "
         + " | ".join(cells)
         + " |"
     )

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.errors import KandevDqError
+from kandev_dq.store.access import with_pg_option
 
 SEVERITIES = ("error", "warning", "info")
 NON_UTC_ZONE = "America/New_York"
@@ -41,9 +42,14 @@ class Scenario:
 
     @property
     def expected(self) -> str:
-        """The expectation in words, for listings and the matrix."""
+        """The expectation in plain words, for terminals, pipes and logs."""
+        return self.expected_text(markdown=False)
+
+    def expected_text(self, *, markdown: bool) -> str:
+        """The expectation in words; ``markdown`` sets the known-gap label in bold."""
         if self.fault:
-            gap = f"; **known gap**: {self.known_gap}" if self.known_gap else ""
+            label = "**known gap**" if markdown else "known gap"
+            gap = f"; {label}: {self.known_gap}" if self.known_gap else ""
             return f"fault: {', '.join(self.violates)} at {self.severity}{gap}"
         if self.discloses:
             return f"healthy; discloses {self.severity}"
@@ -82,8 +88,7 @@ def with_pg_options(url: str, option: str) -> str:
     parsed = make_url(url)
     if parsed.get_backend_name() != "postgresql":
         return url
-    options = " ".join(o for o in (parsed.query.get("options", ""), option) if o)
-    return parsed.update_query_dict({"options": options}).render_as_string(hide_password=False)
+    return with_pg_option(parsed, option).render_as_string(hide_password=False)
 
 
 def non_utc_session(url: str) -> str:

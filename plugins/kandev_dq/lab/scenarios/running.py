@@ -138,7 +138,7 @@ def materialise(name: str, target: str) -> float:
         present = sorted(set(sa.inspect(store.engine).get_table_names()) & _KANDEV_TABLES)
         if present:
             raise KandevDqError(
-                f"{store.display_url} already holds Kandev table(s) {', '.join(present)}: "
+                f"{store.shown} already holds Kandev table(s) {', '.join(present)}: "
                 "a scenario is built only into an empty store"
             )
         started = time.perf_counter()

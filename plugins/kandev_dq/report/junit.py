@@ -1,0 +1,86 @@
+"""A check report as JUnit XML, the test-report format Jenkins, GitLab and most CI systems read.
+
+One ``<testsuite>`` per GX suite, one ``<testcase>`` per rule (its expectation), in the order
+the checkpoint ran them. A rule fails the build (``<failure>``) when it would fail the
+command's exit code: an error-severity rule, or a warning under ``fail_on="warning"``. Other
+failed rules pass and carry their finding in ``<system-out>``, so a CI page still shows it.
+Each case names its AC ids and severity as properties; the finding is the failure's message.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from typing import Protocol
+
+from kandev_dq.run.results import failing_severities
+from kandev_dq.text import xml_text
+
+
+class Rule(Protocol):
+    suite: str
+    expectation: str
+    rules: list[str]
+    severity: str
+    success: bool
+    message: str
+
+
+class Report(Protocol):
+    checkpoint: str
+    store: str
+    run_time: str
+    duration_s: float
+    results: list
+
+
+def junit_xml(report: Report, fail_on: str = "error") -> str:
+    """The report as a JUnit XML document (UTF-8 text with its declaration)."""
+    failing = failing_severities(fail_on)
+    suites: dict[str, list[Rule]] = {}
+    for rule in report.results:
+        suites.setdefault(rule.suite, []).append(rule)
+    root = ET.Element("testsuites", name=f"kandev-dq {report.checkpoint}")
+    for name, rules in suites.items():
+        root.append(_suite(report, name, rules, failing))
+    _set_counts(
+        root,
+        tests=sum(int(suite.get("tests", 0)) for suite in root),
+        failures=sum(int(suite.get("failures", 0)) for suite in root),
+    )
+    root.set("time", f"{report.duration_s:.3f}")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...]) -> ET.Element:
+    suite = ET.Element("testsuite", name=name, timestamp=report.run_time)
+    properties = ET.SubElement(suite, "properties")
+    for key, value in (("checkpoint", report.checkpoint), ("store", report.store)):
+        ET.SubElement(properties, "property", name=key, value=xml_text(value))
+    cases = [_case(name, rule, failing) for rule in rules]
+    suite.extend(cases)
+    _set_counts(suite, tests=len(cases), failures=sum(c.find("failure") is not None for c in cases))
+    suite.set("time", "0")  # GX times the checkpoint, not each suite: the total is on the root
+    return suite
+
+
+def _case(suite: str, rule: Rule, failing: tuple[str, ...]) -> ET.Element:
+    case = ET.Element("testcase", classname=f"kandev_dq.{suite}", name=rule.expectation)
+    properties = ET.SubElement(case, "properties")
+    for ac in rule.rules:
+        ET.SubElement(properties, "property", name="ac", value=ac)
+    ET.SubElement(properties, "property", name="severity", value=rule.severity)
+    finding = xml_text(rule.message)
+    if rule.success:
+        return case
+    if rule.severity in failing:
+        failure = ET.SubElement(case, "failure", message=finding, type=rule.severity)
+        failure.text = f"[{', '.join(rule.rules)}] {finding}"
+    else:  # reported, not failing this run
+        ET.SubElement(case, "system-out").text = f"{rule.severity}: {finding}"
+    return case
+
+
+def _set_counts(element: ET.Element, *, tests: int, failures: int) -> None:
+    for key, value in (("tests", tests), ("failures", failures), ("errors", 0), ("skipped", 0)):
+        element.set(key, str(value))

@@ -1,0 +1,44 @@
+"""A command's inputs, checked before GX is imported: a bad one is reported in under a second.
+
+GX takes seconds to import and to load a project. The project folder, the checkpoint name and
+the store are all readable without it, so ``check``, ``audit``, ``history`` and ``docs`` vet
+them first and a typo costs no more than the time to read it back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kandev_dq.errors import KandevDqError
+from kandev_dq.run.project import CHECKPOINT_DIR, PROJECT_FILE, default_project
+
+
+def project_folder(project: Path | None) -> Path:
+    """The project a command uses (``--project``, else the default), as an absolute path."""
+    folder = (project or default_project()).expanduser().resolve()
+    if not folder.is_dir():
+        raise KandevDqError(f"{folder} is not a kandev-dq project: the folder does not exist")
+    if not (folder / PROJECT_FILE).is_file():
+        raise KandevDqError(f"{folder} is not a kandev-dq project: no {PROJECT_FILE} there")
+    return folder
+
+
+def checkpoint_names(project: Path) -> list[str]:
+    """The checkpoints a project keeps as files (``checkpoints/<name>.json``)."""
+    return sorted(path.stem for path in (Path(project) / CHECKPOINT_DIR).glob("*.json"))
+
+
+def checkpoint_name(project: Path, name: str) -> str:
+    """``name`` if the project has that checkpoint; a project keeping none as files (its own
+    checkpoint store, under ``--allow-project-code``) is left for GX to judge."""
+    known = checkpoint_names(project)
+    if known and name not in known:
+        raise KandevDqError(f"no checkpoint {name!r} in {project} (known: {', '.join(known)})")
+    return name
+
+
+def kandev_store(target: str | None) -> None:
+    """Open ``target`` read-only and recognise a Kandev store, or raise a one-line error."""
+    from kandev_dq.store.access import open_store  # the SQL toolkit: only when a store is named
+
+    open_store(target, read_only=True).dispose()

@@ -1,0 +1,101 @@
+"""The command line a new user meets first: help, version, the rules table, listings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from kandev_dq import cli
+from kandev_dq.contract.rule_index import RULE_INDEX
+from tests.test_check_cli import kandev_dq
+
+COMMANDS = [
+    [],
+    ["sample"],
+    ["migrate"],
+    ["check"],
+    ["audit"],
+    ["history"],
+    ["docs"],
+    ["demo"],
+    ["init"],
+    ["rules"],
+    ["scenarios"],
+    ["scenarios", "list"],
+    ["scenarios", "build"],
+    ["scenarios", "matrix"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "(top)")
+def test_help_shows_no_type_after_a_flag(command):
+    shown = CliRunner().invoke(cli.app, [*command, "--help"])
+    assert shown.exit_code == 0, shown.output
+    assert "<bool>" not in shown.output
+    assert "--help" in shown.output
+
+
+def test_version():
+    done = kandev_dq("--version")
+    assert done.returncode == 0, done.stderr
+    name, version = done.stdout.split()
+    assert name == "kandev-dq" and version[0].isdigit()
+
+
+def test_rules_needs_no_project_and_no_gx(tmp_path):
+    script = (
+        "import sys\n"
+        "from kandev_dq.cli import app\n"
+        "try:\n"
+        "    app(['rules'])\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "assert 'great_expectations' not in sys.modules, 'rules imported GX'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "expect_activation_keys_to_be_write_once" in done.stdout
+
+
+def _rules_on(console: Console, monkeypatch) -> str:
+    monkeypatch.setattr(cli, "out", console)
+    done = CliRunner().invoke(cli.app, ["rules"])
+    assert done.exit_code == 0, done.output
+    return console.export_text()
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_rules_never_cuts_an_expectation_name_on_a_terminal(width, monkeypatch):
+    terminal = Console(width=width, force_terminal=True, color_system=None, record=True)
+    shown = _rules_on(terminal, monkeypatch)
+    lines = shown.splitlines()
+    for rule in RULE_INDEX:
+        assert any(rule.expectation in line for line in lines), rule.expectation
+    assert max(len(line.rstrip()) for line in lines) <= width
+
+
+def test_rules_off_a_terminal_prints_whole_tab_separated_lines():
+    done = kandev_dq("rules")
+    assert done.returncode == 0, done.stderr
+    cells = [line.split("\t") for line in done.stdout.splitlines()]
+    assert all(len(row) == 5 for row in cells)
+    listed = {row[1] for row in cells}
+    assert {rule.expectation for rule in RULE_INDEX} <= listed
+
+
+def test_rules_markdown_is_kept(monkeypatch):
+    done = CliRunner().invoke(cli.app, ["rules", "--markdown"])
+    assert done.output.startswith("| AC | summary | expectation | suite | severity |")
+
+
+def test_scenarios_list_off_a_terminal_prints_no_markdown():
+    done = kandev_dq("scenarios", "list")
+    assert done.returncode == 0, done.stderr
+    assert "known gap" in done.stdout
+    assert "**" not in done.stdout
