@@ -8,6 +8,8 @@ import statistics
 PROCESS_RATIO = 1.5
 MIGRATE_RATIO = 1.2
 RSS_OVER_GX_MB = 100
+#: One huge value may cost this many times its size on top of RSS_OVER_GX_MB.
+RSS_PER_HUGE_VALUE = 3
 RSS_GROWTH = 0.10
 TIME_GROWTH = 4.4
 QUICK_SECONDS = 1.0
@@ -107,6 +109,27 @@ def render(info: dict, results: list[dict], quick: dict[str, list[float]] | None
             f"| {r['dialect']} | {r['scale']} | {base:.0f} | {pre:.0f} | {night:.0f} | "
             f"+{max(pre, night) - base:.0f} |"
         )
+
+    huge = [r for r in results if r.get("huge_value_rss") is not None]
+    if huge:
+        lines += [
+            "",
+            "## Peak RSS (MB) with one huge description (`check` pre_release)",
+            "",
+            f"Bound: GX import + context + {RSS_OVER_GX_MB} MB + {RSS_PER_HUGE_VALUE}× the "
+            "largest single stored value (one subagent description of ASCII text).",
+            "",
+            "| dialect | scale | value (MB) | GX import + context | `check` pre_release | "
+            "bound | met |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in huge:
+            value = r["huge_value_mb"]
+            bound = _m(r["baseline_rss"]) + RSS_OVER_GX_MB + RSS_PER_HUGE_VALUE * value
+            lines.append(
+                f"| {r['dialect']} | {r['scale']} | {value:.0f} | {_m(r['baseline_rss']):.0f} | "
+                f"{r['huge_value_rss']:.0f} | {bound:.0f} | {_ok(r['huge_value_rss'] <= bound)} |"
+            )
 
     growth = _growth(results)
     if growth:

@@ -8,7 +8,9 @@ For each dialect and scale, in this order:
 3. on the last migrated copy, live traffic (``sample.append_live_traffic``, 10 subagent
    messages per scale unit), then ``--repeat`` rounds of: the floor facts and kandev-dq's
    facts in process, for each checkpoint; GX's import + ``get_context`` as a process; and
-   ``kandev-dq check --format json`` as a process, on a project with no run history.
+   ``kandev-dq check --format json`` as a process, on a project with no run history;
+4. one subagent message whose description is 50 MB added, ``check --checkpoint pre_release``
+   once more as a process: its peak RSS against GX's import + context + 100 MB + 3× the value.
 
 Floors and measured runs alternate within each round; the table shows medians.
 """
@@ -29,10 +31,13 @@ import sqlalchemy as sa
 from bench import measure, report
 from bench.stores import Stores, postgres_server
 from kandev_dq.lab import sample
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from kandev_dq.run.project import build_project
 
 CHECKPOINTS = ("pre_release", "nightly")
 LIVE_PER_UNIT = 10
+#: The largest single value of the hostile-store row: one subagent description.
+HUGE_VALUE_CHARS = 50_000_000
 HERE = Path(__file__).resolve().parent
 
 
@@ -78,6 +83,7 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         "process_rss": {cp: [] for cp in CHECKPOINTS},
         "baseline": [],
         "baseline_rss": [],
+        "huge_value_rss": None,
         "disagreements": [],
     }
 
@@ -134,10 +140,29 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
             if round_ == 0:
                 verdict = json.loads(run.stdout)
                 result.setdefault("verdict", {})[cp] = verdict["success"]
+    say(f"{dialect} scale {scale}: one {HUGE_VALUE_CHARS // 1_000_000} MB description")
+    add_huge_description(migrated)
+    fresh = measure.fresh_project(project, runs_folder / "huge")
+    result["huge_value_rss"] = measure.check_process(migrated, fresh, "pre_release").peak_rss_mb
+    result["huge_value_mb"] = HUGE_VALUE_CHARS / 1_000_000
     stores.drop(migrated)
     for line in result["disagreements"]:
         say(f"WARNING {dialect} scale {scale}: {line}")
     return result
+
+
+def add_huge_description(store) -> None:
+    """One subagent message (in a session of its own) whose description is huge: memory must
+    grow with the largest value, not with copies of it."""
+    engine = store.engine()
+    try:
+        build = StoreBuilder(engine)
+        session = build.session(task_id="bench-huge")
+        build.subagent_message(
+            session, T0, "bench-huge", description="d" * HUGE_VALUE_CHARS, status="completed"
+        )
+    finally:
+        engine.dispose()
 
 
 def machine() -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -20,6 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kandev_dq.contract.instants import (
+    ACTIVATION_KEYS,
+    BACKFILL_THROUGH,
     KEY_RANGE,
     MalformedKey,
     fixed_text,
@@ -30,7 +33,12 @@ from kandev_dq.contract.instants import (
 from kandev_dq.sql.dialect import recognised_utc_text, utc_instant
 from kandev_dq.sql.mapping import subagent_messages
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
-from tests.subagent_rows import add_message, add_session
+from tests.subagent_rows import add_message, add_session, at, subagent_metadata
+from tests.test_hostile_stores import RESULT_FILE_BOUND
+from tests.test_reliability import CAPTURE as CAPTURE_TEXT
+from tests.test_reliability import _keep_store_url, cli, quick_project
+
+__all__ = ["_keep_store_url", "quick_project"]  # fixtures used from test_reliability
 
 # --- activation keys: near-miss garbage against an oracle --------------------------------------
 
@@ -308,3 +316,166 @@ def test_json_extraction_equals_python(target, documents):
                 assert _same_number(row[name], value), (name, row[name], value, raw)
             else:
                 assert row[name] == value, (name, row[name], value, raw)
+
+
+# --- whole stores of hostile text, checked on both dialects -----------------------------------
+
+_HOSTILE_SHORT = st.one_of(
+    st.sampled_from(
+        [
+            "\x1b[2J\x1b]0;owned\x07\x1b[32mPASSED: all good\x1b[8m",
+            "[/x]",
+            "[link=https://example.invalid]click[/link]",
+            "`|<img src=x onerror=alert(1)>",
+            "<script>alert(1)</script>",
+            "nul\x00inside",
+            "\u202e\u2066bidi\r\n\t\x7f\x85",
+            "",
+        ]
+    ),
+    st.text(max_size=12),
+)
+#: Huge values too, except in identities: PostgreSQL's btree indexes hold at most 2704 bytes.
+_HOSTILE = st.one_of(
+    _HOSTILE_SHORT,
+    st.integers(300_000, 1_100_000).map(lambda n: "h" * n),  # past the result bound
+)
+#: Identities written wherever they are referenced (a session's, a turn's and a row's keys).
+_IDENTITIES = ("session", "task", "turn", "tool_call")
+#: Message metadata fields and the subagent row's columns written from the same value.
+_MIRRORED = ("description", "subagent_type", "model", "agent_id", "child_session_id")
+#: Columns read by no comparison of a message with its row, given a value of their own.
+_OWN = ("content", "author_id", "row_tool_status", "row_agent_status", "message_status")
+#: Columns that take a byte that is not UTF-8 appended (SQLite; PostgreSQL gets U+FFFD).
+_APPENDABLE = (
+    ("task_session_messages", "content"),
+    ("task_session_messages", "author_id"),
+    ("task_session_subagents", "model"),
+    ("task_session_subagents", "description"),
+)
+
+
+def _portable(value: str, dialect: str) -> str:
+    """PostgreSQL TEXT holds no NUL: it gets the same text with the NUL spelled out."""
+    return value.replace("\x00", "\\x00") if dialect == "postgresql" else value
+
+
+def _deep(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+def _write_hostile_store(target, plan: dict) -> None:
+    from kandev_dq.contract import tables as schema
+
+    text = {k: _portable(v, target.dialect) for k, v in plan["values"].items()}
+    ids = {name: text.get(name, f"{name}-1") for name in _IDENTITIES}
+    with target.engine.begin() as conn:
+        for table in ("task_session_subagents", "task_session_messages", "task_session_turns"):
+            conn.exec_driver_sql(f"DELETE FROM {table}")
+        conn.exec_driver_sql("DELETE FROM task_sessions")
+        conn.exec_driver_sql("DELETE FROM kandev_meta")
+        conn.execute(
+            schema.task_sessions.insert().values(
+                id=ids["session"], task_id=ids["task"], started_at=at(-60), updated_at=at(-60)
+            )
+        )
+        conn.execute(
+            schema.task_session_turns.insert().values(
+                id=ids["turn"], task_session_id=ids["session"], task_id=ids["task"]
+            )
+        )
+        mirrored = {name: text[name] for name in _MIRRORED if name in text}
+        document = subagent_metadata(
+            ids["tool_call"],
+            status=text.get("message_status", "completed"),
+            **mirrored,
+        )
+        for message_id, raw in (("m-subagent", json.dumps(document)), ("m-deep", plan["deep"])):
+            conn.execute(
+                schema.task_session_messages.insert().values(
+                    id=message_id,
+                    task_session_id=ids["session"],
+                    task_id=ids["task"],
+                    turn_id=ids["turn"],
+                    author_id=text.get("author_id", ""),
+                    content=text.get("content", ""),
+                    metadata=raw,
+                    created_at=at(10),
+                    updated_at=at(10),
+                )
+            )
+        conn.execute(
+            schema.subagents.insert().values(
+                id="r-1",
+                task_session_id=ids["session"],
+                task_id=ids["task"],
+                turn_id=ids["turn"],
+                tool_call_id=ids["tool_call"],
+                agent_execution_id="unknown",
+                tool_status=text.get("row_tool_status", "completed"),
+                agent_status=text.get("row_agent_status", "completed"),
+                source="live",
+                observed_at=at(10),
+                settled_at=at(10),
+                updated_at=at(10),
+                **mirrored,
+            )
+        )
+        for key in ACTIVATION_KEYS:
+            value = text.get(key, "" if key == BACKFILL_THROUGH else CAPTURE_TEXT)
+            conn.execute(schema.kandev_meta.insert().values(key=key, value=value))
+        for table, column in plan["not_utf8"]:
+            tail = "CAST(x'ff' AS TEXT)" if target.dialect == "sqlite" else "'\ufffd'"
+            conn.exec_driver_sql(f"UPDATE {table} SET {column} = coalesce({column}, '') || {tail}")
+
+
+def _check(capsys, target, project) -> dict:
+    uncommitted = project / "uncommitted"
+    shutil.rmtree(uncommitted / "validations", ignore_errors=True)
+    (uncommitted / "key_ledger.json").unlink(missing_ok=True)  # each store is a new store
+    code, out, err = cli(
+        capsys,
+        "check",
+        "--store",
+        target.url,
+        "--project",
+        str(project),
+        "--checkpoint",
+        "pre_release",
+        "--format",
+        "json",
+    )
+    assert code in (0, 1) and "Traceback" not in err, err[-2000:]
+    files = list((uncommitted / "validations").rglob("*.json"))
+    assert files and all(f.stat().st_size < RESULT_FILE_BOUND for f in files)
+    report = json.loads(out)
+    return {"exit": code, "success": report["success"]}
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    identities=st.dictionaries(st.sampled_from(_IDENTITIES), _HOSTILE_SHORT, max_size=2),
+    values=st.dictionaries(
+        st.sampled_from(_MIRRORED + _OWN + ACTIVATION_KEYS), _HOSTILE, max_size=5
+    ),
+    deep=st.sampled_from([10, 1_500, 10_000]),
+    not_utf8=st.sets(st.sampled_from(_APPENDABLE), max_size=2),
+)
+def test_hostile_stores_give_one_verdict_on_both_dialects(
+    sqlite_target, pg_target, quick_project, capsys, identities, values, deep, not_utf8
+):
+    """Hostile text (control characters, rich markup, HTML, NUL, huge values, deep JSON, bytes
+    that are not UTF-8) in identities, text columns, metadata fields and keys: exit 0 or 1 and
+    no traceback, no result file over 1 MB, and the same verdict on SQLite and PostgreSQL."""
+    plan = {"values": {**identities, **values}, "deep": _deep(deep), "not_utf8": sorted(not_utf8)}
+    verdicts = {}
+    for target in (sqlite_target, pg_target):
+        if not sa.inspect(target.engine).has_table("task_sessions"):
+            target.create_base()
+        _write_hostile_store(target, plan)
+        verdicts[target.dialect] = _check(capsys, target, quick_project)
+    assert verdicts["sqlite"] == verdicts["postgresql"], plan["values"].keys()

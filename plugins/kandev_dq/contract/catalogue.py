@@ -72,6 +72,11 @@ CRITERIA: tuple[Criterion, ...] = (
     _c("AC-28b", "health", "A shortfall is read in one statement or confirmed by a second read."),
     _c("AC-29", "health", "Attribution is MAX(observed_at) since capture_since; NULL is an alarm."),
     _c("§1-is-async", "rows", "is_async is 0 or 1 (sticky once 1); the contract gives no AC id."),
+    _c(
+        "§1-timestamps",
+        "rows",
+        "Timestamps are instants a clock wrote: none infinite or after now + 1 day (no AC id).",
+    ),
     _c("§2-empty-text", "rows", "'' is stored as NULL in every nullable TEXT column (no AC id)."),
     _c(
         "§2-timestamps", "rows", "observed_at <= updated_at and <= settled_at where set (no AC id)."

@@ -11,7 +11,6 @@ carries sub-microsecond digits, so that "column >= key" is exact on both.
 from __future__ import annotations
 
 import enum
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -130,7 +129,8 @@ def parse_key(value: str) -> Instant:
     if value == "":
         raise MalformedKey("the empty string is the backfill sentinel, not an instant (AC-24f)")
     if len(value) > 64:
-        raise MalformedKey(f"{len(value)} characters is far longer than any RFC3339 instant")
+        # No count here: a key that long is read as its head, length and digest (sql.keys).
+        raise MalformedKey("far longer than any RFC3339 instant")
     match = _KEY_PATTERN.fullmatch(value)
     if match is None:
         raise MalformedKey(_why_malformed(value))
@@ -167,22 +167,6 @@ def _why_malformed(value: str) -> str:
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{10,}.*", value):
         return f"{shown!r} has more than 9 fraction digits"
     return f"{shown!r} is not an RFC3339 instant (YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM))"
-
-
-#: A key value longer than this (an RFC3339 key has at most 35 characters) is shown and
-#: recorded as its head, its length and a digest, never copied whole into reports.
-KEY_DISPLAY_LIMIT = 200
-
-
-def shown_key(value: str | None) -> str | None:
-    """A key value fit to print and to record in the ledger: as stored when it is short;
-    beyond :data:`KEY_DISPLAY_LIMIT` characters (never an instant) its head, length and a
-    SHA-256 digest, so that a rewrite is still noticed (AC-24) without copying a hostile
-    multi-megabyte value into every report, result and ledger."""
-    if value is None or len(value) <= KEY_DISPLAY_LIMIT:
-        return value
-    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return f"{value[:40]}...[{len(value)} characters, sha256 {digest}]"
 
 
 def read_key(name: str, value: str | None) -> Instant | EmptySentinel | None:

@@ -128,6 +128,7 @@ RULE_INDEX: tuple[IndexedRule, ...] = (
     ),
     _r("expect_completed_rows_to_report_metrics", "rows", "info", ("AC-7", "AC-8")),
     _r("expect_timestamps_in_recognised_utc_form", "rows", "error", ("AC-24e",)),
+    _r("expect_timestamps_to_be_within_range", "rows", "error", ("§1-timestamps", "AC-24e")),
     _r("expect_subagents_table_to_exist", "schema", "error", ("AC-17",)),
     _r("expect_execution_column_to_be_not_null", "schema", "error", ("AC-33", "AC-30")),
     _r("expect_three_column_unique_key", "schema", "error", ("AC-33", "AC-14", "AC-3")),

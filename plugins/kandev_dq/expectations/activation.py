@@ -15,7 +15,6 @@ from kandev_dq.contract.instants import (
     Instant,
     Precision,
     parse_key,
-    shown_key,
 )
 from kandev_dq.contract.states import SELF_HEAL, STATES, explain_state
 from kandev_dq.expectations.base import (
@@ -49,11 +48,11 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
     """No activation key ever changes or disappears once seen (AC-24, seed point 5).
 
     One snapshot cannot show a rewrite, so each run compares the keys with the key ledger: the
-    first value ever seen of each key of this store (as :func:`~kandev_dq.contract.instants.
-    shown_key` records it). ``kandev-dq check`` hands it over as the GX suite parameter
-    :data:`KEY_LEDGER` (``checkpoint.run(expectation_parameters=...)``); a suite run through GX
-    directly passes it the same way. A legacy second-precision key is not to be "upgraded"
-    either: any change is an error naming the old and new values.
+    first value ever seen of each key of this store (as :func:`~kandev_dq.sql.keys.read_keys`
+    reads it: a huge value as its head, length and digest). ``kandev-dq check`` hands it over
+    as the GX suite parameter :data:`KEY_LEDGER` (``checkpoint.run(expectation_parameters=...)``);
+    a suite run through GX directly passes it the same way. A legacy second-precision key is
+    not to be "upgraded" either: any change is an error naming the old and new values.
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24",)
@@ -71,7 +70,7 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
                     f"the {KEY_LEDGER} suite parameter) with a project `kandev-dq init` made"
                 ),
             )
-        now = {key: shown_key(value) for key, value in facts["keys"].items()}  # as recorded
+        now = facts["keys"]  # read as the ledger records them
         changed = [
             {"key": key, "first_seen": old, "now": now.get(key)}
             for key, old in sorted(self.first_seen.items())

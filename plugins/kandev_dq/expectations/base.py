@@ -87,6 +87,23 @@ def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
     )
 
 
+#: JSON a result's sample may take: with every value already cut in SQL to ~260 characters,
+#: this keeps a suite's result file (some twenty rules) well under 1 MB.
+SAMPLE_BUDGET_CHARS = 20_000
+
+
+def bounded_sample(sample: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """The sample's first rows whose JSON fits :data:`SAMPLE_BUDGET_CHARS`; whether any was cut."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for row in sample:
+        used += len(json.dumps(row, default=str))
+        if used > SAMPLE_BUDGET_CHARS:
+            return kept, True
+        kept.append(row)
+    return kept, False
+
+
 class KandevExpectation(BatchExpectation):
     """Base of every kandev-dq expectation; subclasses set ``rules``, ``rule_text``, ``facts``."""
 
@@ -119,18 +136,23 @@ class KandevExpectation(BatchExpectation):
         return self.result_of(self.judge(metrics[self.facts]))
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
-        """A finding in GX's result shape (details carry the one-line message and AC ids)."""
+        """A finding in GX's result shape (details carry the one-line message and AC ids).
+
+        GX stores ``partial_unexpected_list`` whole, in every result file and every later
+        ``history`` and ``docs``: the sample is kept to :data:`SAMPLE_BUDGET_CHARS` of JSON."""
+        sample, cut = bounded_sample(finding.sample)
+        details = {"message": finding.message, "rules": list(self.rules), **finding.details}
+        if cut:
+            details["sample_cut"] = (
+                f"{len(sample)} of {len(finding.sample)} sampled rows kept (result size bound)"
+            )
         return {
             "success": finding.success,
             "result": {
                 "observed_value": finding.observed_value,
                 "unexpected_count": finding.unexpected_count,
-                "partial_unexpected_list": finding.sample,
-                "details": {
-                    "message": finding.message,
-                    "rules": list(self.rules),
-                    **finding.details,
-                },
+                "partial_unexpected_list": sample,
+                "details": details,
             },
         }
 

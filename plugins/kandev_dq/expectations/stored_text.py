@@ -1,6 +1,6 @@
 """Stored-text rules: values that the SQL would otherwise read silently wrong, named row by row.
 
-Both judge one family of facts (:mod:`kandev_dq.facts.stored_text`), read once per run.
+All judge one family of facts (:mod:`kandev_dq.facts.stored_text`), read once per run.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from kandev_dq.facts.stored_text import stored_text_facts
 from kandev_dq.sql.dialect import JSON_MAX_DEPTH
 
 STORED_TEXT = register_facts("kandev.stored_text_facts", stored_text_facts)
+#: How many offending values a message names (the sample holds more).
+NAMED = 5
 
 
 class ExpectMessageMetadataToBeJson(KandevExpectation):
@@ -143,6 +145,50 @@ class ExpectTimestampsInRecognisedUtcForm(KandevExpectation):
             "exact-instant construct would misread them, so their comparisons with the keys "
             "and with other columns are unreliable (AC-24e); rewrite them in a CONTRACT §1 "
             "form (e.g. 2026-07-30 01:39:37.271235+00:00)",
+            unexpected_count=count,
+            sample=part["sample"],
+        )
+
+
+class ExpectTimestampsToBeWithinRange(KandevExpectation):
+    """Every compared timestamp is an instant a clock can have written (CONTRACT §1
+    timestamps, AC-24e): not PostgreSQL's ``infinity`` or ``-infinity``, not before
+    0001-01-02, not after this run's own clock plus a day (a row or message dated in year 9999).
+
+    Such a value compares without error, so every rule would read it as real: a message dated
+    ``infinity`` sits after every ``capture_since``, a row in year 9999 is "the writer's latest
+    output" forever. This rule names those rows and messages instead, on both dialects; the
+    other rules still evaluate (their samples show such a value as its text). An error: the
+    comparisons involving them are meaningless.
+    """
+
+    facts: ClassVar[str] = STORED_TEXT
+    rules: ClassVar[tuple[str, ...]] = ("§1-timestamps", "AC-24e")
+    rule_text: ClassVar[str] = "Every compared timestamp lies between 0001-01-02 and now + 1 day"
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        part = facts["out_of_range"]
+        count = part["count"]
+        if not count:
+            return Finding(
+                success=True,
+                observed_value=0,
+                message="every compared timestamp lies between 0001-01-02 and now + 1 day",
+                unexpected_count=0,
+            )
+        named = "; ".join(
+            f"{row['table']} {row['id']!r} {row['column']} {row['value']!r}"
+            for row in part["sample"][:NAMED]
+        )
+        more = ", ..." if count > NAMED else ""
+        return Finding(
+            success=False,
+            observed_value=part["by_column"],
+            message=(
+                f"{count} timestamp(s) no clock can have written ({named}{more}): infinite, "
+                "before 0001-01-02 or after this run's clock plus a day, so every comparison "
+                "with them is meaningless (CONTRACT §1, AC-24e); correct them at the source"
+            ),
             unexpected_count=count,
             sample=part["sample"],
         )

@@ -77,7 +77,8 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
             count_when(excess).label("excess"),
             count_when(k.observed == 1).label("keys"),
             sa.func.coalesce(sa.func.sum(k.rows), 0).label("rows"),
-            sa.func.max(k.last_observed_at).label("latest"),
+            # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
+            sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
         )
     ).one()
     facts["subagent_messages"] = int(counts.subagent_messages)

@@ -13,11 +13,14 @@
   construct reads the forms of CONTRACT §1; any other text would be compared as if it were
   one (``30/07/2026`` sorts after every 2026 date, ``…+02:00`` reads two hours late). Counted
   with :class:`kandev_dq.sql.dialect.recognised_utc_text`, pushed down as GLOB patterns.
+* **Instants no clock can have written** (CONTRACT §1 timestamps, both dialects):
+  ``infinity``, before 0001-01-02, after the run's clock plus a day
+  (:func:`kandev_dq.sql.clock_range.beyond_any_clock`); one statement per table.
 
-On SQLite one statement reads ``task_session_messages`` once for both (and one reads
-``task_session_subagents`` for its timestamps); PostgreSQL needs no timestamp scan (typed
-columns), and its metadata scan is skipped entirely when an earlier family of the same
-snapshot already located the unreadable rows.
+On SQLite one statement reads ``task_session_messages`` once for its text forms and metadata
+(and one reads ``task_session_subagents`` for its text forms); PostgreSQL needs no text-form
+scan (typed columns), and its metadata scan is skipped entirely when an earlier family of the
+same snapshot already located the unreadable rows.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
 from kandev_dq.facts.shapes import StoredTextFacts
+from kandev_dq.sql.clock_range import beyond_any_clock
 from kandev_dq.sql.dialect import (
     metadata_doc,
     metadata_too_deep,
@@ -42,7 +46,7 @@ from kandev_dq.sql.messages import (
     locate_unreadable_metadata,
     unreadable_sqlite,
 )
-from kandev_dq.sql.scan import count_when
+from kandev_dq.sql.scan import Counted, count_when, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 #: The timestamp columns the rules compare, per table.
@@ -81,10 +85,11 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
     facts["repeated_names"] = repeated_names(conn, ids)
 
+    shape = observe_subagents(conn)
+    facts["out_of_range"] = _out_of_range(conn, shape)
     if not sqlite:
         facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
         return facts
-    shape = observe_subagents(conn)
     if shape.table_exists:
         present = [n for n in TIMESTAMP_COLUMNS[SUBAGENTS] if n in shape.columns]
         if present:
@@ -188,3 +193,37 @@ def _misread_sample(
     )
     # Raw, not display()ed: the point is to show the text exactly as stored.
     return [dict(row) for row in conn.execute(stmt).mappings()]
+
+
+def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
+    """Instants no clock can have written, per compared column (CONTRACT §1 timestamps):
+    one counted scan per table, named in a capped sample."""
+    tables = [task_session_messages]
+    if shape.table_exists:
+        tables.append(subagents)
+    by_column: dict[str, int] = {}
+    sample: list[dict[str, Any]] = []
+    for table in tables:
+        names = [
+            n
+            for n in TIMESTAMP_COLUMNS[table.name]
+            if table is task_session_messages or n in shape.columns
+        ]
+        conditions = {n: _beyond_in(table, n) for n in names}
+        _, parts = counted_scan(conn, conditions, select_from=table)
+        for name, found in parts.items():
+            if found["count"]:
+                by_column[f"{table.name}.{name}"] = found["count"]
+                sample += found["sample"]
+    return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample[:_SAMPLE]}
+
+
+def _beyond_in(table: sa.Table, name: str) -> Counted:
+    beyond = beyond_any_clock(table.c[name])
+    named = sa.select(
+        sa.literal(table.name).label("table"),
+        sa.literal(name).label("column"),
+        table.c.id,
+        sa.cast(table.c[name], sa.Text).label("value"),
+    )
+    return Counted(when=beyond, sample=named.where(beyond).order_by(table.c.id))

@@ -38,6 +38,7 @@ from kandev_dq.migration.transactions import (
 )
 from kandev_dq.sql import dialect
 from kandev_dq.sql import messages as queries
+from kandev_dq.sql.clock_range import beyond_any_clock
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import (
     BACKFILL_COLUMNS,
@@ -95,8 +96,10 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
         preflight = queries.tolerating_unreadable_metadata(  # MAX first, and what to refuse
             conn, lambda c: c.execute(backfill_preflight_statement(ctx.dialect)).one(), unreadable
         )
-        if preflight.unrecognised:
-            refuse_unreadable_timestamps(conn)  # names the rows and fails the step
+        if preflight.unmappable:  # fail the step naming the messages
+            raise MigrationError(
+                queries.tolerating_unreadable_metadata(conn, unmappable_timestamps, unreadable)
+            )
         high = preflight.high
         with queries.reading_unreadable_as_empty(unreadable):
             insert = backfill_statement(ctx.dialect)
@@ -137,42 +140,46 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
     return Outcome(Status.DONE, "; ".join(parts), detail)
 
 
-def refuse_unreadable_timestamps(conn: sa.Connection) -> None:
-    """SQLite: refuse to backfill from a qualifying message whose created_at or updated_at is
-    text the exact-instant construct cannot read (``30/07/2026``, a ``+02:00`` offset, …).
+def unmappable_timestamps(conn: sa.Connection) -> str | None:
+    """Why the backfill cannot map the qualifying messages, naming them; None when it can.
 
-    Such a value would be copied into ``observed_at`` / ``settled_at`` and could not yield an
-    exact ``backfill_through`` (AC-24 point 1, AC-24e), so the step fails naming the rows, no
-    key is written (AC-24a) and the next run retries once they are fixed. PostgreSQL columns
-    hold typed values: nothing to check.
+    A message's created_at and updated_at become a row's ``observed_at`` / ``settled_at`` and
+    the MAX of created_at becomes ``backfill_through``, a write-once key (AC-24 point 1). So a
+    qualifying message whose timestamp the exact-instant construct cannot read (SQLite text
+    such as ``30/07/2026`` or a ``+02:00`` offset, AC-24e) or that no clock can have written
+    (``infinity``, year 9999: CONTRACT §1 timestamps) fails the step: no row, no key (AC-24a),
+    retried once the messages are fixed. The dry run reports the same reason.
     """
-    if conn.dialect.name != "sqlite":
-        return
     sm = subagent_messages("msg")
-    unreadable = sa.or_(
-        sa.not_(dialect.recognised_utc_text(sm.c.created_at)),
-        sa.not_(dialect.recognised_utc_text(sm.c.updated_at)),
-    )
+    unmappable = beyond_any_clock(sm.c.created_at, sm.c.updated_at)
+    if conn.dialect.name == "sqlite":
+        unmappable = sa.or_(
+            unmappable,
+            sa.not_(dialect.recognised_utc_text(sm.c.created_at)),
+            sa.not_(dialect.recognised_utc_text(sm.c.updated_at)),
+        )
     stmt = (
         sa.select(
             sm.c.id,
             sa.cast(sm.c.created_at, sa.Text).label("created_at"),
             sa.cast(sm.c.updated_at, sa.Text).label("updated_at"),
         )
-        .where(qualifies(sm), unreadable)
+        .where(qualifies(sm), unmappable)
         .order_by(sm.c.id)
     )
     count, sample = queries.count_and_sample(conn, stmt, limit=3)
-    if count:
-        shown = "; ".join(
-            f"id {row['id']!r} created_at {str(row['created_at'])[:40]!r} "
-            f"updated_at {str(row['updated_at'])[:40]!r}"
-            for row in sample
-        )
-        raise MigrationError(
-            f"{count} qualifying message(s) hold a timestamp in no recognised UTC text form "
-            f"(e.g. {shown}); fix them and run again"
-        )
+    if not count:
+        return None
+    shown = "; ".join(
+        f"id {row['id']!r} created_at {str(row['created_at'])[:40]!r} "
+        f"updated_at {str(row['updated_at'])[:40]!r}"
+        for row in sample
+    )
+    return (
+        f"{count} qualifying message(s) hold a timestamp the backfill cannot map: in no "
+        "recognised UTC text form, infinite, before 0001-01-02 or after this run's clock plus "
+        f"a day (e.g. {shown}); fix them and run again"
+    )
 
 
 def backfill_through_value(high: str | datetime | None) -> str:
@@ -201,10 +208,11 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
     """The backfill's one read of the messages before its INSERT (one scan, one parse each).
 
     ``high``: MAX(created_at) over AC-21's source predicate, as :func:`backfill_through_statement`
-    reads it (AC-24 point 1). SQLite only (0 on PostgreSQL, whose columns are typed and whose
-    unparsable metadata aborts the statement instead): ``unrecognised``, the qualifying
-    messages :func:`refuse_unreadable_timestamps` refuses, and ``unreadable``, the messages
-    whose metadata is not JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
+    reads it (AC-24 point 1), over the messages it can map. ``unmappable``: the qualifying
+    messages :func:`unmappable_timestamps` refuses (on PostgreSQL, whose columns are typed,
+    only instants no clock can have written). SQLite only (0 on PostgreSQL, whose unparsable
+    metadata aborts the statement instead): ``unreadable``, the messages whose metadata is not
+    JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
     them only when there are any). The aggregates read the predicate from a
     :func:`~kandev_dq.sql.mapping.fenced` subquery: PostgreSQL evaluates it once per message.
     """
@@ -224,13 +232,18 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
         return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
     zero = sa.literal(0)
-    unrecognised = sa.or_(
-        sa.not_(dialect.recognised_utc_text(f.created_at)),
-        sa.not_(dialect.recognised_utc_text(f.updated_at)),
-    )
+    unmappable = beyond_any_clock(f.created_at, f.updated_at)
+    if sqlite:
+        unmappable = sa.or_(
+            unmappable,
+            sa.not_(dialect.recognised_utc_text(f.created_at)),
+            sa.not_(dialect.recognised_utc_text(f.updated_at)),
+        )
+    # The MAX leaves them out: PostgreSQL's infinity has no Python datetime to fetch.
+    mapped = sa.and_(f.source == 1, sa.not_(unmappable))
     return sa.select(
-        sa.func.max(sa.case((f.source == 1, dialect.utc_instant(f.created_at)))).label("high"),
-        (total(sa.and_(f.source == 1, unrecognised)) if sqlite else zero).label("unrecognised"),
+        sa.func.max(sa.case((mapped, dialect.utc_instant(f.created_at)))).label("high"),
+        total(sa.and_(f.source == 1, unmappable)).label("unmappable"),
         (total(f.unreadable == 1) if sqlite else zero).label("unreadable"),
     )
 

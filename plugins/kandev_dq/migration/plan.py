@@ -9,8 +9,8 @@ from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
-    shown_key,
 )
+from kandev_dq.migration.backfill import unmappable_timestamps
 from kandev_dq.migration.report import (
     STEP_AMEND,
     STEP_BACKFILL,
@@ -70,7 +70,7 @@ def plan(store: Store, report: MigrationReport) -> None:
         has_meta = sa.inspect(conn).has_table(schema.kandev_meta.name)
         shape = observe_subagents(conn)
         keys = read_keys(conn)
-        report.shape, report.keys = shape, {k: shown_key(v) for k, v in keys.items()}
+        report.shape, report.keys = shape, keys
         unreadable = queries.Unreadable()  # AC-23b, as the backfill itself reads them
         report.qualifying_messages = queries.tolerating_unreadable_metadata(
             conn,
@@ -86,6 +86,11 @@ def plan(store: Store, report: MigrationReport) -> None:
             )
             if backfill_due
             else 0
+        )
+        unmappable = (  # as the backfill itself refuses them
+            queries.tolerating_unreadable_metadata(conn, unmappable_timestamps, unreadable)
+            if backfill_due
+            else None
         )
 
     def add(name: str, status: Status, reason: str = "") -> None:
@@ -107,7 +112,9 @@ def plan(store: Store, report: MigrationReport) -> None:
         add(STEP_EXECUTION_SINCE, Status.ALREADY_DONE)
     else:
         add(STEP_EXECUTION_SINCE, Status.WOULD_RUN, "if AC-33 clauses 1-3 are then observed")
-    if backfill_due:
+    if backfill_due and unmappable:
+        add(STEP_BACKFILL, Status.WOULD_FAIL, unmappable)
+    elif backfill_due:
         missing = [k for k in (CAPTURE_SINCE, BACKFILL_THROUGH) if keys[k] is None]
         add(
             STEP_BACKFILL,

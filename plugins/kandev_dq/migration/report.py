@@ -32,6 +32,7 @@ class Status(enum.StrEnum):
     SKIPPED = "skipped"
     FAILED = "failed"
     WOULD_RUN = "would_run"  #: dry run only
+    WOULD_FAIL = "would_fail"  #: dry run only: a run would fail this step, for the reason given
 
 
 @dataclass
@@ -64,8 +65,8 @@ class MigrationReport:
 
     @property
     def ok(self) -> bool:
-        """True when no step failed."""
-        return all(step.status is not Status.FAILED for step in self.steps)
+        """True when no step failed (or, in a dry run, would fail)."""
+        return all(step.status not in (Status.FAILED, Status.WOULD_FAIL) for step in self.steps)
 
     @property
     def exit_code(self) -> ExitCode:

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kandev_dq.contract.instants import shown_key
 from kandev_dq.migration.backfill import backfill_subagents
 from kandev_dq.migration.plan import plan
 from kandev_dq.migration.report import (
@@ -87,7 +86,7 @@ def run(store: Store, *, dry_run: bool = False) -> MigrationReport:
         try:
             with reading(conn):
                 report.shape = observe_subagents(conn)
-                report.keys = {k: shown_key(v) for k, v in read_keys(conn).items()}
+                report.keys = read_keys(conn)
         except Exception as exc:  # noqa: BLE001 - the report is best effort after a failure
             log.warning("could not observe the end state: %s", _reason(exc))
     return report

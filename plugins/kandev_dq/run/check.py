@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.instants import shown_key
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.activation import KEY_LEDGER
@@ -119,7 +118,7 @@ def run_check(
             checkpoint=checkpoint,
             success=True,
             state=state_of(keys),
-            keys={name: shown_key(value) for name, value in keys.items()},
+            keys=keys,
             state_explanation=explain_state(state_of(keys), amended=amended),
             results=[
                 rule_result(r, suite=v.suite_name)

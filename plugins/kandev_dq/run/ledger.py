@@ -12,7 +12,6 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL
 
-from kandev_dq.contract.instants import shown_key
 from kandev_dq.run.jsonfile import write_json_atomically
 from kandev_dq.store.access import shown_store, sqlite_file
 
@@ -42,11 +41,11 @@ class KeyLedger:
     def record(self, identity: str, keys: dict[str, str | None]) -> None:
         """Add first sightings of present keys; a recorded value is never replaced.
 
-        A value too long to be a key is recorded as :func:`~kandev_dq.contract.instants.shown_key`
-        has it (head, length, digest): a rewrite still differs."""
+        A value too long to be a key is recorded as :func:`~kandev_dq.sql.keys.read_keys` reads
+        it (head, length, digest): a rewrite still differs."""
         ledger = self._load()
         seen = ledger.setdefault(identity, {})
-        added = {k: shown_key(v) for k, v in keys.items() if v is not None and k not in seen}
+        added = {k: v for k, v in keys.items() if v is not None and k not in seen}
         if not added:
             return
         seen.update(added)

@@ -98,6 +98,7 @@ def _rows_suite() -> list:
         r.ExpectSubagentRowsWhenQualifyingMessagesExist.at_default_severity(),
         r.ExpectCompletedRowsToReportMetrics.at_default_severity(),
         t.ExpectTimestampsInRecognisedUtcForm.at_default_severity(),
+        t.ExpectTimestampsToBeWithinRange.at_default_severity(),
     ]
 
 

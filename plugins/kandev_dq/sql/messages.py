@@ -17,11 +17,12 @@ rows the same way: as messages of no kind, skipped like any non-subagent message
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -29,11 +30,17 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import parse_stored
 from kandev_dq.contract.tables import task_session_messages as messages
 from kandev_dq.sql.dialect import metadata_doc
+from kandev_dq.sql.shown import prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
 T = TypeVar("T")
 
 SAMPLE_LIMIT = 20
+_PG_TIMESTAMPTZ_TEXT = re.compile(
+    r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{1,6})?[+-]\d{2}(:\d{2})?", re.ASCII
+)
+#: A sampled value longer than this is shown as its head, length and digest (cut in SQL).
+SAMPLE_VALUE_CHARS = 200
 
 
 # --- metadata PostgreSQL cannot parse (AC-23b) ---------------------------------------------------
@@ -232,7 +239,12 @@ def display(value: Any) -> Any:
         try:
             return parse_stored(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         except ValueError:
-            return value
+            pass
+        # PostgreSQL's text of a timestamptz (sample_of reads instants as text): "+00", or the
+        # session's offset, never "+00:00".
+        if _PG_TIMESTAMPTZ_TEXT.fullmatch(value):
+            return datetime.fromisoformat(value).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return value
     if hasattr(value, "is_integer") and not isinstance(value, float | int):
         return int(value) if value == int(value) else float(value)
     return value
@@ -253,6 +265,21 @@ def count_and_sample(
 def sample_of(
     conn: sa.Connection, stmt: sa.Select, limit: int = SAMPLE_LIMIT
 ) -> list[dict[str, Any]]:
-    """The first ``limit`` rows of ``stmt``, JSON-safe (for a count already read elsewhere)."""
-    rows = conn.execute(stmt.limit(limit)).mappings()
+    """The first ``limit`` rows of ``stmt``, JSON-safe (for a count already read elsewhere).
+
+    Every value but a number is read through :func:`~kandev_dq.sql.shown.shown`, cut inside
+    the SQL: a huge value is never fetched whole, and a timestamp Python cannot hold
+    (PostgreSQL's ``infinity``, CONTRACT §1 timestamps) reads as its text."""
+    prepare(conn)
+    cut = stmt.with_only_columns(
+        *(_cut(column) for column in stmt.selected_columns), maintain_column_froms=True
+    )
+    rows = conn.execute(cut.limit(limit)).mappings()
     return [{k: display(v) for k, v in row.items()} for row in rows]
+
+
+def _cut(column: sa.ColumnElement) -> sa.ColumnElement:
+    if isinstance(column.type, sa.Integer | sa.Numeric | sa.Boolean):
+        return column
+    inner = column.element if isinstance(column, sa.Label) else column
+    return shown(inner, SAMPLE_VALUE_CHARS).label(column.key)

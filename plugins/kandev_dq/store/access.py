@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.errors import StoreError
+from kandev_dq.store.sidefiles import SideFiles
 from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
@@ -116,6 +117,8 @@ class Store:
     #: Opens one more DB-API connection exactly as :attr:`engine` does (read-only when the store
     #: is): how another engine, GX's, reads the store without ever being given its password.
     connect: Callable[[], Any]
+    #: A read-only SQLite open: the WAL side files it may create, put back on dispose.
+    side_files: SideFiles | None = None
 
     @property
     def dialect(self) -> str:
@@ -140,6 +143,8 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+        if self.side_files is not None:
+            self.side_files.restore()
 
 
 def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[[], Any]:
@@ -185,24 +190,29 @@ def open_store(
 ) -> Store:
     """Open and probe a store; raise :class:`StoreError` with a one-line reason."""
     url = resolve_url(chosen_store(target))
+    side_files = None
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
             raise StoreError("an in-memory SQLite database is not a Kandev store")
+        if read_only:
+            side_files = SideFiles.before_open(Path(url.database))
         connect = _sqlite_connector(url.database, read_only, must_exist)
         engine = sa.create_engine("sqlite://", creator=connect)
     else:
         connect = _postgres_connector(url, read_only)
         engine = sa.create_engine(url, creator=connect, pool_pre_ping=True)
-    store = Store(url=url, engine=engine, read_only=read_only, connect=connect)
+    store = Store(
+        url=url, engine=engine, read_only=read_only, connect=connect, side_files=side_files
+    )
     try:
         with engine.connect() as conn:
             names = set(sa.inspect(conn).get_table_names())
     except sa.exc.DBAPIError as exc:
-        engine.dispose()
+        store.dispose()
         raise StoreError(_connection_reason(store, exc)) from None
     missing = [t for t in KANDEV_TABLES if t not in names]
     if require_kandev and missing:
-        engine.dispose()
+        store.dispose()
         raise StoreError(
             f"{store.shown} is not a Kandev store: missing table(s) {', '.join(missing)}"
         )

@@ -1,0 +1,76 @@
+"""Values as a sample, a result or the key ledger takes them: cut inside the SQL.
+
+A store value may be any size (one 50 MB description, a 10 MB key). Wherever kandev-dq shows
+or records a value it reads :func:`shown`, never the column: a value up to ``limit``
+characters as stored, a longer one as its head, its length and a digest, so a huge value is
+never fetched whole, and a rewrite beyond its head still changes what is recorded (AC-24
+write-once).
+
+The digest is SHA-256 on both dialects, so one value reads alike on either. PostgreSQL has
+``sha256()``; SQLite has no hash function, so kandev-dq registers one on each connection it
+reads with (:func:`prepare`): SQLite hands the value to Python's ``hashlib`` as bytes, once, for
+a value over the limit only, and only the digest comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
+
+#: A value longer than this (an RFC3339 key has at most 35 characters) is shown and recorded
+#: as its first :data:`SHOWN_HEAD_CHARS` characters, its length and a digest's head.
+KEY_DISPLAY_LIMIT = 200
+SHOWN_HEAD_CHARS = 40
+SHOWN_DIGEST_CHARS = 16
+_SQLITE_SHA256 = "kandev_dq_sha256"
+
+
+def prepare(conn: sa.Connection) -> None:
+    """Give a SQLite connection the digest function :func:`shown` uses (a no-op elsewhere).
+    Registering again replaces the same function: any read path may call this."""
+    if conn.dialect.name == "sqlite":
+        conn.connection.driver_connection.create_function(
+            _SQLITE_SHA256, 1, _sha256_hex, deterministic=True
+        )
+
+
+def _sha256_hex(raw: bytes | None) -> str | None:
+    return None if raw is None else hashlib.sha256(raw).hexdigest()
+
+
+class sha256_hex(FunctionElement):  # noqa: N801 - reads as a SQL function
+    """Lower-case hex SHA-256 of a text value's UTF-8 bytes (SQLite: its stored bytes)."""
+
+    inherit_cache = True
+    type = sa.Text()
+
+
+@compiles(sha256_hex, "sqlite")
+def _sha256_sqlite(element, compiler, **kw):
+    (value,) = element.clauses
+    return f"{_SQLITE_SHA256}(CAST({compiler.process(value, **kw)} AS BLOB))"
+
+
+@compiles(sha256_hex, "postgresql")
+def _sha256_postgresql(element, compiler, **kw):
+    (value,) = element.clauses
+    return f"encode(sha256(convert_to({compiler.process(value, **kw)}, 'UTF8')), 'hex')"
+
+
+def shown(value: sa.ColumnElement, limit: int = KEY_DISPLAY_LIMIT) -> sa.ColumnElement:
+    """``value`` as text when at most ``limit`` characters; else ``head...[N characters,
+    sha256 D]``. The digest is only computed for a value over the limit."""
+    text = sa.cast(value, sa.Text)
+    length = sa.func.length(text)
+    summary = (
+        sa.func.substr(text, 1, SHOWN_HEAD_CHARS)
+        + "...["
+        + sa.cast(length, sa.Text)
+        + " characters, sha256 "
+        + sa.func.substr(sha256_hex(text), 1, SHOWN_DIGEST_CHARS)
+        + "]"
+    )
+    return sa.case((length <= limit, text), else_=summary)

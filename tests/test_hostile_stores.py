@@ -1,0 +1,196 @@
+"""Hostile stores: a key of any SQL type, an instant out of range and a huge value are each a
+finding, never a crash, an unevaluable rule or a result too big to keep."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import pytest
+
+from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.migration import runner as migrate
+from kandev_dq.migration.runner import Status
+from kandev_dq.run import ledger as ledgers
+from kandev_dq.run.check import run_check
+from kandev_dq.run.ledger import KeyLedger
+from kandev_dq.store.access import open_store
+from tests.gxhelpers import result
+from tests.subagent_rows import (
+    add_message,
+    add_session,
+    add_subagent_row,
+    at,
+    subagent_metadata,
+    subagent_rows,
+)
+from tests.test_reliability import (
+    CAPTURE,
+    _keep_store_url,
+    activated_store,
+    quick_project,
+    unevaluated,
+)
+
+__all__ = ["_keep_store_url", "quick_project"]  # fixtures this module uses from its neighbour
+
+
+# --- keys of any SQL type, and the ledger ----------------------------------------------------
+
+
+def test_a_ledger_write_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    ledger = KeyLedger(tmp_path / "key_ledger.json")
+    ledger.record("store", {CAPTURE_SINCE: CAPTURE})
+
+    def disk_full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ledgers.json, "dump", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        ledger.record("another store", {CAPTURE_SINCE: CAPTURE})
+    assert [p.name for p in tmp_path.iterdir()] == ["key_ledger.json"]
+    assert ledger.first_seen("store") == {CAPTURE_SINCE: CAPTURE}
+
+
+@pytest.mark.parametrize(
+    "stored", ["x'0001'", "20260730", "1.5", "CAST('2026-07-30T01:39:37Z' AS BLOB)"]
+)
+def test_a_key_of_another_sql_type_is_malformed_not_a_crash(sqlite_target, quick_project, stored):
+    """SQLite keeps any type in ``kandev_meta.value`` (PostgreSQL's TEXT column cannot): a BLOB,
+    an integer or a real is a malformed key (AC-24e), even a BLOB holding an instant's bytes;
+    the run ends with its verdict and its ledger, and no temporary file."""
+    StoreBuilder(sqlite_target.engine).create().keys(CAPTURE, "", CAPTURE)
+    with sqlite_target.engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"UPDATE kandev_meta SET value = {stored} WHERE key = '{EXECUTION_SINCE}'"
+        )
+    report = run_check(quick_project, sqlite_target.url, "nightly")
+    assert unevaluated(report) == []
+    well_formed = result(report, "expect_activation_keys_to_be_well_formed")
+    assert not well_formed.success and EXECUTION_SINCE in well_formed.message
+    json.dumps(report.to_json())
+    uncommitted = quick_project / "uncommitted"
+    assert (uncommitted / "key_ledger.json").is_file()
+    assert not list(uncommitted.glob(".key_ledger.*"))
+    assert result(
+        run_check(quick_project, sqlite_target.url, "nightly"),
+        "expect_activation_keys_to_be_write_once",
+    ).success
+
+
+# --- instants out of range --------------------------------------------------------------------
+
+FAR_FUTURE = "9999-06-01 00:00:00+00:00"
+
+
+def _skip_unless_storable(target, stamp: str) -> None:
+    """``infinity`` and ``-infinity`` are PostgreSQL values; on SQLite that text is in no UTC
+    form at all (another rule's finding)."""
+    if stamp != FAR_FUTURE and target.dialect != "postgresql":
+        pytest.skip("PostgreSQL only")
+
+
+def _store_with(target, *, row_at: str | None = None, message_at: str | None = None):
+    store = activated_store(target)
+    with target.engine.begin() as conn:
+        add_session(conn, "s-far", "t-far", turns=("u-far",))
+        add_message(
+            conn,
+            "m-far",
+            subagent_metadata("tc-far"),
+            session_id="s-far",
+            task_id="t-far",
+            turn_id="u-far",
+            created_at=message_at or at(10),
+        )
+        add_subagent_row(
+            conn,
+            id="r-far",
+            task_session_id="s-far",
+            task_id="t-far",
+            tool_call_id="tc-far",
+            agent_execution_id="unknown",
+            observed_at=row_at or at(10),
+            updated_at=row_at or at(10),
+        )
+    return store
+
+
+@pytest.mark.parametrize("stamp", [FAR_FUTURE, "infinity", "-infinity"])
+@pytest.mark.parametrize("where", ["row", "message"])
+def test_an_instant_out_of_range_is_an_error_naming_it(target, quick_project, where, stamp):
+    _skip_unless_storable(target, stamp)
+    _store_with(target, **{f"{where}_at": stamp})
+    report = run_check(quick_project, target.url, "pre_release")
+    assert unevaluated(report) == []
+    finding = result(report, "expect_timestamps_to_be_within_range")
+    assert not finding.success and finding.severity == "error"
+    assert f"{where[0]}-far" in finding.message and stamp.split(" ")[0] in finding.message
+    assert not report.success
+
+
+@pytest.mark.parametrize("stamp", [FAR_FUTURE, "infinity", "-infinity"])
+def test_migrate_names_a_message_out_of_range_and_its_dry_run_predicts_it(target, stamp):
+    """Such an instant would become ``backfill_through``, a write-once key (AC-24): the backfill
+    fails naming the message, writes no row and no key (AC-24a), and the dry run says so."""
+    _skip_unless_storable(target, stamp)
+    target.create_base(subagents=None)
+    with target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "m-good", subagent_metadata("tc-good"), created_at=at(1))
+        add_message(conn, "m-far", subagent_metadata("tc-far"), created_at=stamp)
+    store = open_store(target.url, read_only=False)
+    try:
+        planned = migrate.run(store, dry_run=True)
+        done = migrate.run(store)
+    finally:
+        store.dispose()
+    for report in (planned, done):
+        backfill = report.step(migrate.STEP_BACKFILL)
+        assert backfill.status in (Status.WOULD_FAIL, Status.FAILED), report.render()
+        assert "'m-far'" in backfill.reason and "'m-good'" not in backfill.reason
+        assert report.exit_code == 1
+    assert done.keys[CAPTURE_SINCE] is None and done.keys[BACKFILL_THROUGH] is None
+    assert subagent_rows(target.engine) == {}
+
+
+# --- huge values --------------------------------------------------------------------------------
+
+FIVE_MB = 5_000_000
+RESULT_FILE_BOUND = 1_000_000
+
+
+def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_project):
+    """A huge value is cut in SQL to its head, length and digest wherever a sample or a result
+    takes it: no validation result file reaches 1 MB."""
+    huge = "x" * FIVE_MB
+    _store_with(target)
+    with target.engine.begin() as conn:
+        add_message(
+            conn,
+            "m-huge",
+            subagent_metadata("tc-huge", description=huge),
+            session_id="s-far",
+            task_id="t-far",
+            turn_id="u-far",
+            created_at=at(20),
+        )
+        add_subagent_row(
+            conn,
+            id="r-huge",
+            task_session_id="s-far",
+            task_id="t-far",
+            tool_call_id="tc-huge",
+            agent_execution_id="unknown",
+            tool_status=huge,
+            description=huge,
+            observed_at=at(20),
+            updated_at=at(20),
+        )
+    report = run_check(quick_project, target.url, "pre_release")
+    assert unevaluated(report) == []
+    assert not result(report, "expect_tool_status_in_acp_vocabulary").success
+    files = list((quick_project / "uncommitted" / "validations").rglob("*.json"))
+    assert files and all(f.stat().st_size < RESULT_FILE_BOUND for f in files)
+    assert any(f"[{FIVE_MB} characters" in f.read_text() for f in files)
