@@ -163,11 +163,12 @@ class Timestamps(Part):
 
 class StoredTextFacts(TypedDict):
     """Stored text as the reading takes it: unreadable metadata, repeated member names
-    (AC-23b, AC-19) and timestamp forms."""
+    (AC-23b, AC-19), instants no clock can have written (§1 timestamps) and timestamp forms."""
 
     dialect: str
     metadata: Part
     repeated_names: Part
+    out_of_range: Part
     timestamps: Timestamps
 
 
