@@ -560,7 +560,10 @@ def test_suite_pages_name_the_tables_they_judge(sqlite_target, project):
     assert "Data asset: kandev_meta<" not in health
     suite_page = (site / "expectations" / "rows.html").read_text(encoding="utf-8")
     assert "across 0 columns" not in suite_page
-    assert "18 Expectations, judging task_session_subagents" in suite_page
+    from kandev_dq.run.project import SUITES
+
+    rows_rules = len(SUITES["rows"]())
+    assert f"{rows_rules} Expectations, judging task_session_subagents" in suite_page
 
 
 def test_an_empty_observed_value_reads_none():

@@ -95,7 +95,7 @@ def test_malformed_keys_are_rejected_with_a_reason(key, reason):
 
 
 def test_a_ten_megabyte_key_is_rejected_without_scanning_it():
-    with pytest.raises(MalformedKey, match="characters"):
+    with pytest.raises(MalformedKey, match="far longer than any RFC3339 instant"):
         parse_key("2026-07-30T01:39:37Z" + "9" * 10_000_000)
 
 
