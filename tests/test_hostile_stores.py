@@ -84,11 +84,18 @@ def test_a_key_of_another_sql_type_is_malformed_not_a_crash(sqlite_target, quick
 FAR_FUTURE = "9999-06-01 00:00:00+00:00"
 
 
-def _skip_unless_storable(target, stamp: str) -> None:
-    """``infinity`` and ``-infinity`` are PostgreSQL values; on SQLite that text is in no UTC
-    form at all (another rule's finding)."""
-    if stamp != FAR_FUTURE and target.dialect != "postgresql":
-        pytest.skip("PostgreSQL only")
+#: (dialect, stamp): ``infinity`` and ``-infinity`` are PostgreSQL values; on SQLite that text
+#: is in no UTC form at all (another rule's finding), so only the far future is stored there.
+OUT_OF_RANGE = [
+    ("sqlite", FAR_FUTURE),
+    ("postgresql", FAR_FUTURE),
+    ("postgresql", "infinity"),
+    ("postgresql", "-infinity"),
+]
+
+
+def _target_of(request, dialect: str):
+    return request.getfixturevalue("sqlite_target" if dialect == "sqlite" else "pg_target")
 
 
 def _store_with(target, *, row_at: str | None = None, message_at: str | None = None):
@@ -117,10 +124,12 @@ def _store_with(target, *, row_at: str | None = None, message_at: str | None = N
     return store
 
 
-@pytest.mark.parametrize("stamp", [FAR_FUTURE, "infinity", "-infinity"])
+@pytest.mark.parametrize("dialect, stamp", OUT_OF_RANGE)
 @pytest.mark.parametrize("where", ["row", "message"])
-def test_an_instant_out_of_range_is_an_error_naming_it(target, quick_project, where, stamp):
-    _skip_unless_storable(target, stamp)
+def test_an_instant_out_of_range_is_an_error_naming_it(
+    request, quick_project, where, dialect, stamp
+):
+    target = _target_of(request, dialect)
     _store_with(target, **{f"{where}_at": stamp})
     report = run_check(quick_project, target.url, "pre_release")
     assert unevaluated(report) == []
@@ -130,11 +139,11 @@ def test_an_instant_out_of_range_is_an_error_naming_it(target, quick_project, wh
     assert not report.success
 
 
-@pytest.mark.parametrize("stamp", [FAR_FUTURE, "infinity", "-infinity"])
-def test_migrate_names_a_message_out_of_range_and_its_dry_run_predicts_it(target, stamp):
+@pytest.mark.parametrize("dialect, stamp", OUT_OF_RANGE)
+def test_migrate_names_a_message_out_of_range_and_its_dry_run_predicts_it(request, dialect, stamp):
     """Such an instant would become ``backfill_through``, a write-once key (AC-24): the backfill
     fails naming the message, writes no row and no key (AC-24a), and the dry run says so."""
-    _skip_unless_storable(target, stamp)
+    target = _target_of(request, dialect)
     target.create_base(subagents=None)
     with target.engine.begin() as conn:
         add_session(conn)
