@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
 
-from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
+from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
 from kandev_dq.facts.stored_text import stored_text_facts
 from kandev_dq.sql.dialect import JSON_MAX_DEPTH
 
@@ -79,25 +79,11 @@ class ExpectMessageMetadataMemberNamesToBeUnique(KandevExpectation):
     rule_text: ClassVar[str] = "No message's metadata repeats a member name the rules read"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
-        part = facts["repeated_names"]
-        count = part["count"]
-        if not count:
-            return Finding(
-                success=True,
-                observed_value=0,
-                message="no message's metadata repeats a member name the rules read",
-                unexpected_count=0,
-            )
-        return Finding(
-            success=False,
-            observed_value=count,
-            message=(
-                f"{count} message(s) repeat a member name the rules read in their metadata: "
-                "read with the last one winning on both dialects (AC-19), which a writer may "
-                "not have meant; rewrite them with each name once"
-            ),
-            unexpected_count=count,
-            sample=part["sample"],
+        return counted(
+            facts["repeated_names"],
+            "message(s) repeating a member name the rules read in their metadata",
+            "read with the last one winning on both dialects (AC-19), which a writer may not "
+            "have meant; rewrite them with each name once",
         )
 
 
