@@ -1,11 +1,10 @@
-"""Scheduled use: audit folders, run history, notifications, progress, credentials kept out."""
+"""Scheduled use: audit folders, run history, progress, credentials kept out (notifications:
+``test_notifications.py``)."""
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from io import StringIO
 from pathlib import Path
 
@@ -148,94 +147,6 @@ def test_run_names_are_safe_and_carry_no_credentials():
     assert runs.store_tag("sqlite:/a/b.db") != runs.store_tag("sqlite:/a-b.db")
     assert len(runs.run_name("nightly", "sqlite:/" + "x" * 500)) < 120
     assert runs.parse_run_name(None) is None and runs.parse_run_name("manual") is None
-
-
-# --- notifications -----------------------------------------------------------------------------
-
-
-class _Receiver:
-    """A webhook on 127.0.0.1 (ephemeral port) that records POST bodies; stops by itself."""
-
-    def __init__(self, lifetime_s: float = 120.0) -> None:
-        received = self.received = []
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                length = int(self.headers.get("Content-Length", 0))
-                received.append(self.rfile.read(length).decode("utf-8"))
-                self.send_response(200)
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.server.timeout = 0.2
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.stop = threading.Event()
-        deadline = time.monotonic() + lifetime_s
-
-        def serve() -> None:
-            while not self.stop.is_set() and time.monotonic() < deadline:
-                self.server.handle_request()
-            self.server.server_close()
-
-        self.thread = threading.Thread(target=serve, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-
-
-def test_a_failing_run_notifies_the_webhook_without_credentials(pg_target, project, monkeypatch):
-    url_with_password = (
-        make_url(pg_target.url).set(password=PASSWORD).render_as_string(hide_password=False)
-    )
-    monkeypatch.delenv("KANDEV_STORE_URL", raising=False)  # the store is the one given
-    monkeypatch.delenv(runs.NOTIFY_ON, raising=False)
-    receiver = _Receiver()
-    try:
-        monkeypatch.setenv(runs.SLACK_WEBHOOK, receiver.url)
-        store = _healthy(pg_target)
-        passing = run_check(project, url_with_password, "pre_release")
-        assert passing.success and receiver.received == []  # errors only, by default
-
-        store.set_key(BACKFILL_THROUGH, None)
-        failing = run_check(project, url_with_password, "pre_release")
-        assert not failing.success
-    finally:
-        receiver.close()
-    assert len(receiver.received) == 1
-    body = receiver.received[0]
-    payload = json.loads(body)
-    assert "blocks" in payload  # GX's SlackNotificationAction payload
-    assert "pre_release" in body and "Failure" in body
-    assert payload["blocks"][0]["text"]["text"].startswith("kandev-dq postgresql://127.0.0.1")
-    assert "activation" in body and "backfill" in body  # the suites
-    assert PASSWORD not in body
-    assert receiver.url not in json.dumps(
-        [json.loads(p.read_text()) for p in (project / "checkpoints").glob("*.json")]
-    )
-    # Nothing the runs left behind holds the password: results, docs, ledger, run names.
-    assert _files_containing(project, PASSWORD) == []
-    assert PASSWORD not in failing.store and PASSWORD not in json.dumps(failing.to_json())
-
-
-def test_notification_actions_are_off_by_default_and_gx_own(project, monkeypatch):
-    monkeypatch.delenv(runs.SLACK_WEBHOOK, raising=False)
-    monkeypatch.delenv(runs.NOTIFY_ON, raising=False)
-    context = project_module.load_context(project)
-    assert runs.notification_actions(context) == []
-    monkeypatch.setenv(runs.SLACK_WEBHOOK, "http://127.0.0.1:9/hook")
-    monkeypatch.setenv(runs.NOTIFY_ON, "warning")
-    from great_expectations.checkpoint import SlackNotificationAction
-
-    actions = runs.notification_actions(context)
-    assert all(isinstance(a, SlackNotificationAction) for a in actions)
-    assert [a.notify_on for a in actions] == ["critical", "warning"]
-    assert "127.0.0.1:9" not in json.dumps([a.dict() for a in actions], default=str)
 
 
 # --- progress ----------------------------------------------------------------------------------

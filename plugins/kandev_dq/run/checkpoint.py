@@ -18,11 +18,12 @@ suite parameter ``kandev_key_ledger``, through ``checkpoint.run(expectation_para
 validation result (one per suite, in checkpoint order) and reports it; GX's own tqdm bars are
 switched off for the run, whatever the project's ``progress_bars`` say.
 
-**Notifications** use GX's own :class:`~great_expectations.checkpoint.SlackNotificationAction`.
-They are off unless ``KANDEV_DQ_SLACK_WEBHOOK`` is set (in the environment, or as a GX config
-variable of the project). The action is built for this run only and run against its result
-after the checkpoint, the way GX runs a checkpoint's own actions; it is never added to the
-saved checkpoint, so the webhook (a secret) is never written to ``checkpoints/*.json``.
+**Notifications** use GX's own action classes (Slack, Microsoft Teams, email, API, PagerDuty,
+Opsgenie; :mod:`kandev_dq.run.notifications` builds them from the environment or the project's
+config variables). They are off unless a channel's settings are set. The actions are built for
+this run only and run against its result after the checkpoint, the way GX runs a checkpoint's
+own actions; they are never added to the saved checkpoint, so no webhook, key or password is
+written to ``checkpoints/*.json``.
 """
 
 from __future__ import annotations
@@ -36,22 +37,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from kandev_dq.run import gx_adapter
+from kandev_dq.run import gx_adapter, notifications
 from kandev_dq.run.results import failed_by_severity
 
 logger = logging.getLogger(__name__)
 
-SLACK_WEBHOOK = "KANDEV_DQ_SLACK_WEBHOOK"
-NOTIFY_ON = "KANDEV_DQ_NOTIFY_ON"
-#: kandev-dq's notify-on word -> GX ``notify_on`` values, one action each. GX's "critical" and
-#: "warning" fire only when that is the run's *highest* failed severity, so the pair notifies
-#: exactly once whenever an error or a warning failed.
-NOTIFY_MODES: dict[str, tuple[str, ...]] = {
-    "error": ("critical",),
-    "warning": ("critical", "warning"),
-    "all": ("all",),
-}
-NOTIFY_TIMEOUT_S = 30.0
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -149,61 +139,72 @@ def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[No
 
 # --- notifications -----------------------------------------------------------------------------
 
-
-def notification_actions(context, store: str = "") -> list:
-    """GX actions to run after this checkpoint run: none unless a webhook is configured.
-
-    The action's name, which GX puts in the message's header, names the store (its
-    identity: no user, no password).
-    """
-    values = context.config_provider.get_values()
-    if not values.get(SLACK_WEBHOOK):
-        return []
-    from great_expectations.checkpoint import SlackNotificationAction
-
-    mode = (values.get(NOTIFY_ON) or "error").strip().lower()
-    if mode not in NOTIFY_MODES:
-        logger.warning(
-            "kandev-dq: warning: %s=%r is not one of %s; notifying on errors",
-            NOTIFY_ON,
-            mode,
-            ", ".join(NOTIFY_MODES),
-        )
-        mode = "error"
-    name = f"kandev-dq {store}".strip()
-    return [
-        SlackNotificationAction(
-            name=name if len(name) <= 100 else f"{name[:60]}...{name[-37:]}",
-            # Resolved by GX at send time, from the environment or the project's config variables.
-            slack_webhook="${" + SLACK_WEBHOOK + "}",
-            notify_on=notify_on,
-        )
-        for notify_on in NOTIFY_MODES[mode]
-    ]
+SENDER_THREAD = "kandev-dq-notify"
 
 
 def notify(context, checkpoint_result, store: str = "") -> None:
-    """Run the configured notification actions on a finished run; never fails the run."""
-    for action in notification_actions(context, store):
-        outcome: dict[str, Any] = {}
+    """Run the configured notification actions on a finished run; never fails the run.
 
-        def send(action=action, outcome=outcome) -> None:
-            try:
-                outcome["result"] = gx_adapter.run_action(action, context, checkpoint_result)
-            except Exception as exc:  # noqa: BLE001 - reported below, the run stands
-                outcome["error"] = f"{type(exc).__name__}"
+    Each action that GX says fires is run the way a checkpoint runs its own, in a thread given
+    :data:`SEND_TIMEOUT_S`; a send that fails or hangs is one warning line on stderr, naming
+    the channel and the kind of failure, never the URL, key or password.
+    """
+    gx_adapter.silencing_actions(SENDER_THREAD)
+    for channel in notifications.notification_channels(context, store):
+        for action in channel.actions:
+            if not gx_adapter.action_fires(action, checkpoint_result):
+                continue
+            problem = _send(action, context, checkpoint_result)
+            if problem:
+                logger.warning(
+                    "kandev-dq: warning: the %s notification was not sent: %s",
+                    channel.name,
+                    problem,
+                )
 
-        # GX posts without a timeout: a webhook that never answers must not hang a cron job.
-        sender = threading.Thread(target=send, name="kandev-dq-notify", daemon=True)
-        sender.start()
-        sender.join(NOTIFY_TIMEOUT_S)
-        result = outcome.get("result") or {}
-        if sender.is_alive():
-            problem = f"no answer within {NOTIFY_TIMEOUT_S:.0f} s"
-        elif "error" in outcome:
-            problem = outcome["error"]
-        elif result.get("slack_notification_result", "") is None:
-            problem = "the webhook refused it or could not be reached"
-        else:
-            continue
-        logger.warning("kandev-dq: warning: the Slack notification was not sent: %s", problem)
+
+def _send(action, context, checkpoint_result) -> str | None:
+    """Run one action; what went wrong, in words holding no secret, or None."""
+    outcome: dict[str, Any] = {}
+
+    def send() -> None:
+        try:
+            outcome["result"] = gx_adapter.run_action(action, context, checkpoint_result)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, the run stands
+            outcome["error"] = exc
+
+    # GX posts and mails without a timeout: a receiver that never answers must not hang cron.
+    sender = threading.Thread(target=send, name=SENDER_THREAD, daemon=True)
+    sender.start()
+    sender.join(notifications.SEND_TIMEOUT_S)
+    if sender.is_alive():
+        return f"no answer within {notifications.SEND_TIMEOUT_S:.0f} s"
+    if "error" in outcome:
+        return _failure(outcome["error"])
+    if not _delivered(action.type, outcome.get("result") or {}):
+        return "the receiver refused it or could not be reached"
+    return None
+
+
+#: What each GX action returns once it has sent (it returns a falsy value, or None, when not).
+_DELIVERED = {
+    "slack": ("slack_notification_result", "Slack notification succeeded."),
+    "microsoft": ("microsoft_teams_notification_result", "Microsoft Teams notification succeeded."),
+    "email": ("email_result", "success"),
+    "pagerduty": ("pagerduty_alert_result", "success"),
+    "opsgenie": ("opsgenie_alert_result", True),
+}
+
+
+def _delivered(action_type: str, result: dict) -> bool:
+    key, sent = _DELIVERED.get(action_type, (None, None))
+    return key is None or result.get(key) == sent
+
+
+def _failure(exc: BaseException) -> str:
+    """An exception as a few words: its class and an HTTP status, never its text (it may
+    hold the URL, and so a webhook's token)."""
+    status = getattr(getattr(exc, "response", None), "status_code", None)
+    if status is None and exc.args and isinstance(exc.args[0], int):  # pypd's errors
+        status = exc.args[0]
+    return f"{type(exc).__name__}" + (f" (HTTP {status})" if status else "")

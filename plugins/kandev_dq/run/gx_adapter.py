@@ -14,7 +14,10 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   validation-results store's ``store_validation_results``, which GX's ``ValidationDefinition``
   calls once per suite, in checkpoint order.
 * **Running an action outside a checkpoint** (notifications): :func:`run_action` sets the
-  action's private ``_data_context``, as GX's ``Checkpoint._run_actions`` does, before running it.
+  action's private ``_data_context``, as GX's ``Checkpoint._run_actions`` does, before running it;
+  :func:`action_fires` asks GX's own ``should_notify`` whether it will send, with the run's
+  highest failed severity as the action's private helper reads it; :func:`silencing_actions`
+  keeps GX's action log lines (Teams' holds the webhook URL) of a sending thread off stderr.
 * **Naming what a suite judges in the data docs**: every suite runs against the one batch
   ``kandev_meta``. :class:`KandevValidationResultsPageRenderer` and
   :class:`KandevExpectationSuitePageRenderer` override the protected classmethods GX's page
@@ -26,6 +29,7 @@ changes it breaks there, loudly, and only this module needs to follow.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -79,6 +83,52 @@ def run_action(action, context, checkpoint_result) -> Any:
 
     action._data_context = context
     return action.run(checkpoint_result=checkpoint_result, action_context=ActionContext())
+
+
+def action_fires(action, checkpoint_result) -> bool:
+    """Whether GX's notification ``action`` sends for this result, by GX's own rule: its
+    ``notify_on`` against the run's success and highest failed severity (no ``notify_on``:
+    always)."""
+    from great_expectations.checkpoint.actions import should_notify
+
+    notify_on = getattr(action, "notify_on", None)
+    if notify_on is None:
+        return True
+    max_severity = action._get_max_severity_failure_from_checkpoint_result(checkpoint_result)
+    return should_notify(
+        success=checkpoint_result.success or False, notify_on=notify_on, max_severity=max_severity
+    )
+
+
+def pagerduty_available() -> bool:
+    """GX's PagerDuty action sends through ``pypd``, an optional package GX stubs when absent."""
+    from great_expectations.compatibility.not_imported import NotImported
+    from great_expectations.compatibility.pypd import pypd
+
+    return not isinstance(pypd, NotImported)
+
+
+class _DropThreadRecords(logging.Filter):
+    def __init__(self, thread_prefix: str) -> None:
+        super().__init__()
+        self.thread_prefix = thread_prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.threadName.startswith(self.thread_prefix)
+
+
+def silencing_actions(thread_prefix: str) -> None:
+    """Drop the records GX's actions log from threads named ``thread_prefix...``.
+
+    GX logs a failed send itself, at ERROR for email (``str`` of the SMTP error) and with the
+    HTTP error's text, URL included, for Teams; the caller reports the failure in its own words.
+    Installed once and kept: a sender that outlives its wait is still silenced."""
+    gx_logger = logging.getLogger("great_expectations.checkpoint.actions")
+    if not any(
+        isinstance(f, _DropThreadRecords) and f.thread_prefix == thread_prefix
+        for f in gx_logger.filters
+    ):
+        gx_logger.addFilter(_DropThreadRecords(thread_prefix))
 
 
 class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
