@@ -376,6 +376,7 @@ def test_a_failed_send_warns_and_keeps_the_exit_code(sqlite_target, project, mon
         "kandev-dq: warning: the teams",
     ]
     assert "ConnectionError" in next(w for w in warnings if "the api" in w)
+    assert all(line.startswith("kandev-dq: ") for line in done.stderr.splitlines()), done.stderr
     assert "Traceback" not in done.stderr
     for secret in SECRETS:
         assert secret not in done.stdout + done.stderr

@@ -295,7 +295,7 @@ def notification_channels(context, store: str = "") -> list[Channel]:
     user, no password).
     """
     values = context.config_provider.get_values()
-    name = f"kandev-dq {store}".strip()
+    name = one_line(f"kandev-dq {store}".strip())  # GX shows it as is, in Slack's header
     name = name if len(name) <= _NAME_LIMIT else f"{name[:60]}...{name[-37:]}"
     channels = []
     for channel, build in _BUILDERS.items():
