@@ -10,6 +10,7 @@ webhook, key or password lands in any output or file.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -46,8 +47,6 @@ SECRETS = (PASSWORD, TOKEN, SMTP_PASSWORD, ROUTING_KEY, GENIE_KEY)
 @pytest.fixture(autouse=True)
 def no_channel_configured(monkeypatch):
     """Only what a test sets: no channel or notify-on setting leaks in from the environment."""
-    import os
-
     for variable in list(os.environ):
         if variable.startswith(channels.PREFIX) or variable == "KANDEV_STORE_URL":
             monkeypatch.delenv(variable)
@@ -456,6 +455,8 @@ def test_hosted_services_keys_stay_out_of_outputs(
     configure(monkeypatch, "pagerduty")
     configure(monkeypatch, "opsgenie")
     run_check(project, sqlite_target.url, "nightly")
+    holding_a_key = {k for k, v in os.environ.items() if ROUTING_KEY in v or GENIE_KEY in v}
+    assert holding_a_key == {channels.PAGERDUTY_ROUTING_KEY, channels.OPSGENIE_API_KEY}
     assert len(receiver.received) == 2
     out, err = capsys.readouterr()
     shown = out + err + caplog.text
