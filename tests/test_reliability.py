@@ -444,6 +444,33 @@ def test_the_common_path_reads_every_message_once_more_at_most(target, quick_pro
     assert not [s for s in log.statements if "unreadable_metadata_ids" in s]
 
 
+def test_the_stored_text_rules_read_each_table_once(target):
+    """AC-23b, AC-19, CONTRACT §1 timestamps: unreadable metadata, repeated member names and
+    timestamp forms and range are counted in one scan of the messages and one of the subagent
+    rows (samples are read only for a count that is not zero), on both dialects."""
+    from kandev_dq.facts.stored_text import stored_text_facts
+
+    store = activated_store(target)
+    session = store.session()
+    store.subagent_message(session, "2026-08-01 00:00:01+00:00", "toolu_1")
+    opened = open_store(target.url)
+    try:
+        with StatementLog() as log:
+            facts = facts_for(opened.engine, "stored_text", stored_text_facts)
+    finally:
+        opened.dispose()
+    assert facts["repeated_names"]["count"] == facts["out_of_range"]["count"] == 0
+
+    def scans(table: str) -> list[str]:
+        return [s for s in log.statements if f"FROM {table}" in s]
+
+    # PostgreSQL first parses every document once to find what ::jsonb rejects, unless an
+    # earlier family of the same snapshot already did (the metadata rule's own single pass).
+    locating = 1 if target.dialect == "postgresql" else 0
+    assert len(scans(schema.task_session_messages.name)) == 1 + locating
+    assert len(scans(schema.SUBAGENTS)) == 1
+
+
 def test_the_backfill_skips_metadata_that_is_not_json(target):
     """The runner reads such rows as ``{}`` too (skipped as non-subagent messages), on both
     dialects, in the dry run and the real run, and reports them."""

@@ -46,7 +46,7 @@ from kandev_dq.sql.messages import (
     locate_unreadable_metadata,
     unreadable_sqlite,
 )
-from kandev_dq.sql.scan import Counted, count_when, counted_scan
+from kandev_dq.sql.scan import Counted, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 #: The timestamp columns the rules compare, per table.
@@ -66,41 +66,62 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     sqlite = conn.dialect.name == "sqlite"
     m = task_session_messages
     facts: dict[str, Any] = {"dialect": conn.dialect.name}
-    timestamps: dict[str, int] = {}
-    if sqlite:
-        sums = [count_when(unreadable_sqlite(m.c.metadata)).label("unreadable")]
-        sums += [count_when(_misread(m.c[name])).label(name) for name in TIMESTAMP_COLUMNS[m.name]]
-        counts = conn.execute(sa.select(*sums)).mappings().one()
-        unreadable_count = int(counts["unreadable"])
-        timestamps.update({f"{m.name}.{n}": int(counts[n]) for n in TIMESTAMP_COLUMNS[m.name]})
-        ids: tuple[str, ...] | None = None
-    else:
+    ids: tuple[str, ...] | None = None
+    if not sqlite:
         found = current_unreadable() or Unreadable()
         if found.ids is None:  # no earlier family of this snapshot has looked
             found.ids = locate_unreadable_metadata(conn)
         ids = found.ids
-        unreadable_count = (
-            len(ids) + conn.execute(sa.select(sa.func.count()).where(_too_deep(ids))).scalar_one()
-        )
-    facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
-    facts["repeated_names"] = repeated_names(conn, ids)
-
     shape = observe_subagents(conn)
-    facts["out_of_range"] = _out_of_range(conn, shape)
+
+    # ONE pass over the messages: every condition below is counted in the same statement
+    # (AC-23b metadata, AC-19 repeated names, CONTRACT §1 timestamp forms and range).
+    docs = _message_documents(ids)
+    message_conditions: dict[str, Counted] = {"repeated_names": _repeated(docs)}
+    message_conditions["unreadable"] = Counted(when=docs.c.unreadable)
+    if sqlite:
+        message_conditions.update(
+            {f"misread.{n}": Counted(when=_misread(docs.c[n])) for n in TIMESTAMP_COLUMNS[m.name]}
+        )
+    message_conditions.update(
+        {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
+    )
+    counts, parts = counted_scan(conn, message_conditions, select_from=docs)
+    unreadable_count = int(counts["unreadable"]) + (len(ids) if ids is not None else 0)
+    facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
+    facts["repeated_names"] = parts["repeated_names"]
+    timestamps = {
+        f"{m.name}.{n}": int(counts[f"misread.{n}"]) for n in TIMESTAMP_COLUMNS[m.name] if sqlite
+    }
+    beyond = {f"{m.name}.{n}": parts[f"beyond.{n}"] for n in TIMESTAMP_COLUMNS[m.name]}
+
+    # ONE pass over the subagent rows, for the same two timestamp conditions.
+    present = (
+        [n for n in TIMESTAMP_COLUMNS[SUBAGENTS] if n in shape.columns]
+        if shape.table_exists
+        else []
+    )
+    if present:
+        row_conditions = {f"beyond.{n}": _beyond_in(subagents, SUBAGENTS, n) for n in present}
+        if sqlite:
+            row_conditions.update(
+                {f"misread.{n}": Counted(when=_misread(subagents.c[n])) for n in present}
+            )
+        row_counts, row_parts = counted_scan(conn, row_conditions, select_from=subagents)
+        beyond.update({f"{SUBAGENTS}.{n}": row_parts[f"beyond.{n}"] for n in present})
+        if sqlite:
+            timestamps.update(
+                {f"{SUBAGENTS}.{n}": int(row_counts[f"misread.{n}"]) for n in present}
+            )
+    found_beyond = {k: v for k, v in beyond.items() if v["count"]}
+    facts["out_of_range"] = {
+        "count": sum(v["count"] for v in found_beyond.values()),
+        "by_column": {k: v["count"] for k, v in found_beyond.items()},
+        "sample": [row for v in found_beyond.values() for row in v["sample"]][:_SAMPLE],
+    }
     if not sqlite:
         facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
         return facts
-    if shape.table_exists:
-        present = [n for n in TIMESTAMP_COLUMNS[SUBAGENTS] if n in shape.columns]
-        if present:
-            row = (
-                conn.execute(
-                    sa.select(*(count_when(_misread(subagents.c[n])).label(n) for n in present))
-                )
-                .mappings()
-                .one()
-            )
-            timestamps.update({f"{SUBAGENTS}.{n}": int(row[n]) for n in present})
     sample: list[dict[str, Any]] = []
     for qualified, count in timestamps.items():
         if count and len(sample) < _SAMPLE:
@@ -114,6 +135,33 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
         "sample": sample,
     }
     return facts
+
+
+def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
+    """Each message's metadata read once as text with every member kept (the unreadable
+    ``ids`` as ``{}``), beside the columns the other conditions read. Kept apart (``OFFSET 0``)
+    so the document is built once per message, not once per reference to it."""
+    m = task_session_messages
+    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
+    columns = [m.c.id, m.c.task_session_id, *(m.c[n] for n in TIMESTAMP_COLUMNS[m.name])]
+    # Which metadata the reading takes as {} (AC-23b): SQLite's json_valid decides; on
+    # PostgreSQL, beside the located ``ids``, the documents nested past the depth limit.
+    unreadable = unreadable_sqlite(m.c.metadata) if ids is None else _too_deep(ids)
+    columns.append(unreadable.label("unreadable"))
+    return sa.select(*columns, doc.label("doc")).offset(0).subquery("docs")
+
+
+def _repeated(docs: sa.Subquery) -> Counted:
+    """Messages whose metadata repeats a member name along a path the reading takes
+    (:data:`~kandev_dq.sql.mapping.READ_PATHS`; AC-23b, AC-19)."""
+    repeated = repeated_member(docs.c.doc, *READ_PATHS)
+    named = sa.select(
+        docs.c.id,
+        docs.c.task_session_id,
+        sa.cast(docs.c.created_at, sa.Text).label("created_at"),
+        sa.func.substr(sa.cast(docs.c.doc, sa.Text), 1, _SHOWN_CHARS).label("metadata"),
+    )
+    return Counted(when=repeated, sample=named.where(repeated).order_by(docs.c.id))
 
 
 def _unreadable_sample(
@@ -141,40 +189,6 @@ def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
     return metadata_too_deep(m.c.metadata, id_column=m.c.id, excluded=ids)
 
 
-def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str, Any]:
-    """Messages whose metadata repeats a member name along a path the reading takes
-    (:data:`~kandev_dq.sql.mapping.READ_PATHS`; AC-23b, AC-19).
-
-    Read as text with every member kept, the unreadable ``ids`` as ``{}``.
-    """
-    m = task_session_messages
-    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
-    docs = (
-        sa.select(m.c.id, m.c.task_session_id, m.c.created_at, doc.label("doc"))
-        .offset(0)
-        .subquery("docs")
-    )
-    repeated = sa.select(docs.c.id).where(repeated_member(docs.c.doc, *READ_PATHS))
-    count = conn.execute(
-        sa.select(sa.func.count()).select_from(repeated.subquery("repeated"))
-    ).scalar_one()
-    if not count:
-        return {"count": 0, "sample": []}
-    stmt = (
-        sa.select(
-            docs.c.id,
-            docs.c.task_session_id,
-            sa.cast(docs.c.created_at, sa.Text).label("created_at"),
-            sa.func.substr(sa.cast(docs.c.doc, sa.Text), 1, _SHOWN_CHARS).label("metadata"),
-        )
-        .where(repeated_member(docs.c.doc, *READ_PATHS))
-        .order_by(docs.c.id)
-        .limit(_SAMPLE)
-    )
-    rows = conn.execute(stmt).mappings()
-    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
-
-
 def _misread_sample(
     conn: sa.Connection, table: sa.Table, column_name: str, limit: int
 ) -> list[dict[str, Any]]:
@@ -195,35 +209,13 @@ def _misread_sample(
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
 
-def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
-    """Instants no clock can have written, per compared column (CONTRACT §1 timestamps):
-    one counted scan per table, named in a capped sample."""
-    tables = [task_session_messages]
-    if shape.table_exists:
-        tables.append(subagents)
-    by_column: dict[str, int] = {}
-    sample: list[dict[str, Any]] = []
-    for table in tables:
-        names = [
-            n
-            for n in TIMESTAMP_COLUMNS[table.name]
-            if table is task_session_messages or n in shape.columns
-        ]
-        conditions = {n: _beyond_in(table, n) for n in names}
-        _, parts = counted_scan(conn, conditions, select_from=table)
-        for name, found in parts.items():
-            if found["count"]:
-                by_column[f"{table.name}.{name}"] = found["count"]
-                sample += found["sample"]
-    return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample[:_SAMPLE]}
-
-
-def _beyond_in(table: sa.Table, name: str) -> Counted:
-    beyond = beyond_any_clock(table.c[name])
+def _beyond_in(source, table_name: str, name: str) -> Counted:
+    """Instants no clock can have written in one column (CONTRACT §1 timestamps)."""
+    beyond = beyond_any_clock(source.c[name])
     named = sa.select(
-        sa.literal(table.name).label("table"),
+        sa.literal(table_name).label("table"),
         sa.literal(name).label("column"),
-        table.c.id,
-        sa.cast(table.c[name], sa.Text).label("value"),
+        source.c.id,
+        sa.cast(source.c[name], sa.Text).label("value"),
     )
-    return Counted(when=beyond, sample=named.where(beyond).order_by(table.c.id))
+    return Counted(when=beyond, sample=named.where(beyond).order_by(source.c.id))

@@ -212,7 +212,12 @@ def _compare_sqlite(element, compiler, **kw):
         # The key's date is a lower bound valid for every stored shape, so the raw column
         # can use its index before the exact comparison decides (AC-24e, index-friendly).
         return f"({col} >= substr({param}, 1, 10) AND {exact} >= {param})"
-    return f"({col} < substr({param}, 1, 10) OR {exact} < {param})"
+    # The exact reading starts with the value's first ten characters, so it can only be
+    # earlier than the key when they are not later than the key's date: a cheap test first.
+    return (
+        f"({col} < substr({param}, 1, 10) OR "
+        f"((substr({col}, 1, 10) || '') <= substr({param}, 1, 10) AND {exact} < {param}))"
+    )
 
 
 @compiles(_InstantComparison, "postgresql")
