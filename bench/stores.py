@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.lab import sample
+from kandev_dq.store import sqlite_driver
 
 POSTGRES_ENV = ("KANDEV_BENCH_POSTGRES_URL", "KANDEV_TEST_POSTGRES_URL")
 
@@ -39,6 +40,9 @@ class Copy:
     url: URL
 
     def engine(self, **kw) -> sa.Engine:
+        # The SQLite library kandev-dq reads with: the floor is measured on the same engine.
+        if self.dialect == "sqlite":
+            return sqlite_driver.create_engine(self.url, **kw)
         return sa.create_engine(self.url, **kw)
 
 

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.contract import tables as schema
+from kandev_dq.store import sqlite_driver
 
 PG_ENV = "KANDEV_TEST_POSTGRES_URL"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -78,7 +79,7 @@ def _pg_target(pg_database) -> StoreTarget:
 
 def _sqlite_target(tmp_path) -> StoreTarget:
     path = tmp_path / "kandev.db"
-    engine = sa.create_engine(f"sqlite:///{path}")
+    engine = sqlite_driver.create_engine(f"sqlite:///{path}")
 
     @sa.event.listens_for(engine, "connect")
     def _fk(dbapi_conn, _record):

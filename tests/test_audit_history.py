@@ -9,7 +9,6 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 from rich.console import Console
 from sqlalchemy.engine import make_url
 
@@ -23,6 +22,7 @@ from kandev_dq.run import project as project_module
 from kandev_dq.run.check import run_check
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.progress import PlainProgress, RichProgress
+from kandev_dq.store import sqlite_driver
 from tests.test_check_cli import CHECK_JSON_KEYS, kandev_dq
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
@@ -117,7 +117,7 @@ def test_history_lists_only_the_asked_store(sqlite_target, project, tmp_path):
     run_check(project, sqlite_target.url, "nightly")
     other = tmp_path / "other" / "kandev.db"
     other.parent.mkdir()
-    other_store = StoreBuilder(sa.create_engine(f"sqlite:///{other}"))
+    other_store = StoreBuilder(sqlite_driver.create_engine(f"sqlite:///{other}"))
     other_store.create()
     other_store.keys(CAPTURE, "", CAPTURE)
     other_store.engine.dispose()

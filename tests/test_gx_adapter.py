@@ -69,7 +69,9 @@ def test_gx_reads_through_kandev_dq_connections_and_the_pinned_snapshot(
         # GX's runtime environment ranks above the process environment.
         assert context.config_provider.get_values()[URL_VARIABLE] == store.display_url
         progress = _Suites()
-        with gx_adapter.reading_with(context, DATASOURCE, connect) as gx_engine:
+        with gx_adapter.reading_with(
+            context, DATASOURCE, {**store.engine_options, "creator": connect}
+        ) as gx_engine:
             source = context.data_sources.get(DATASOURCE)
             checkpoint = context.checkpoints.get("nightly")
             # The checkpoint's batches come from the very data source instance bound above...

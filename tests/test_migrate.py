@@ -12,7 +12,6 @@ import logging
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -39,6 +38,7 @@ from kandev_dq.migration import runner as migrate
 from kandev_dq.migration import schema_steps, transactions
 from kandev_dq.migration.runner import Status
 from kandev_dq.sql.keys import read_keys
+from kandev_dq.store import sqlite_driver
 from kandev_dq.store.access import open_store, resolve_url, shown_store, with_pg_option
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
 from tests.subagent_rows import (
@@ -148,7 +148,7 @@ def keys(target) -> dict[str, str | None]:
 def fresh_shape(target) -> SubagentsShape:
     """What a fresh store's table looks like, built on the same dialect."""
     if target.dialect == "sqlite":
-        engine = sa.create_engine("sqlite://")
+        engine = sqlite_driver.create_engine("sqlite://")
         with engine.begin() as conn:
             schema.create_base_tables(conn)
             schema.create_subagents_table(conn)
@@ -656,7 +656,7 @@ def test_message_committed_after_the_max_is_not_claimed(target):
             return
         metadata = json.dumps(subagent_metadata("tc-late"))
         if target.dialect == "sqlite":  # BEGIN IMMEDIATE excludes every other writer
-            other = sqlite3.connect(target.url, timeout=0.1)
+            other = sqlite_driver.connect(target.url, timeout=0.1)
             try:
                 other.execute(
                     "INSERT INTO task_session_messages (id, task_session_id, task_id, turn_id, "
@@ -666,7 +666,7 @@ def test_message_committed_after_the_max_is_not_claimed(target):
                 )
                 other.commit()
                 outcome["committed"] = True
-            except sqlite3.OperationalError as exc:
+            except sqlite_driver.OperationalError as exc:
                 outcome["committed"] = False
                 outcome["error"] = str(exc)
             finally:
@@ -1293,7 +1293,7 @@ def test_a_read_only_sqlite_file_is_refused_before_any_step(sqlite_target):
 
 def test_migrate_refuses_a_locked_sqlite_store_in_one_line(sqlite_target):
     sqlite_target.create_base(subagents=None)
-    holder = sqlite3.connect(sqlite_target.url, isolation_level=None)
+    holder = sqlite_driver.connect(sqlite_target.url, isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")  # another process mid-write
         done = _migrate_cli("--store", sqlite_target.url)

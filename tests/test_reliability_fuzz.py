@@ -33,6 +33,7 @@ from kandev_dq.contract.instants import (
 from kandev_dq.sql.dialect import recognised_utc_text, utc_instant
 from kandev_dq.sql.mapping import subagent_messages
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
+from kandev_dq.store import sqlite_driver
 from tests.subagent_rows import add_message, add_session, at, subagent_metadata
 from tests.test_hostile_stores import RESULT_FILE_BOUND
 from tests.test_reliability import CAPTURE as CAPTURE_TEXT
@@ -142,7 +143,7 @@ _near_stored = st.builds(
     _SUFFIX,
 )
 _probe = sa.table("probe", sa.column("id", sa.Integer), sa.column("ts"))
-_memory = sa.create_engine("sqlite://")
+_memory = sqlite_driver.create_engine("sqlite://")
 
 
 @settings(max_examples=60, deadline=None)

@@ -23,6 +23,7 @@ from kandev_dq.contract.instants import parse_stored
 from kandev_dq.facts.rows import row_facts
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check
+from kandev_dq.store import sqlite_driver
 from kandev_dq.store.access import open_store
 from kandev_dq.store.snapshot import facts_for, pinned
 from tests.gxhelpers import result
@@ -167,7 +168,9 @@ def test_a_commit_during_a_pinned_run_is_invisible_to_it(loaded):
         with pinned(store.engine) as run:
             first = facts_for(store.engine, "rows", row_facts)["rows"]
             if kind == "sqlite":
-                waiting = sa.create_engine(f"sqlite:///{target.url}", connect_args={"timeout": 0.2})
+                waiting = sqlite_driver.create_engine(
+                    f"sqlite:///{target.url}", connect_args={"timeout": 0.2}
+                )
                 with pytest.raises(sa.exc.OperationalError, match="locked"):
                     StoreBuilder(waiting).subagent_row(session, "toolu_during", "2026-08-01")
                 waiting.dispose()

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import tempfile
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check
+from kandev_dq.store import sqlite_driver
 from kandev_dq.store.access import open_store
 from tests.test_check_cli import CAPTURE, kandev_dq
 
@@ -28,7 +27,7 @@ def _write_as(uid: int, store: Path) -> int:
         try:
             os.setgid(uid)
             os.setuid(uid)
-            conn = sqlite3.connect(store, timeout=5)
+            conn = sqlite_driver.connect(store, timeout=5)
             conn.execute("INSERT INTO kandev_meta (key, value) VALUES ('writer_was_here', 'y')")
             conn.commit()
             conn.close()
@@ -44,7 +43,7 @@ def wal_store():
     with tempfile.TemporaryDirectory() as folder:
         os.chmod(folder, 0o755)
         path = Path(folder) / "kandev.db"
-        engine = sa.create_engine(f"sqlite:///{path}")
+        engine = sqlite_driver.create_engine(f"sqlite:///{path}")
         StoreBuilder(engine).create().keys(CAPTURE, "", CAPTURE)
         with engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA journal_mode=WAL")
@@ -62,7 +61,7 @@ def test_a_read_only_open_leaves_no_side_file(wal_store):
 
 
 def test_side_files_another_connection_holds_are_left_to_it(wal_store):
-    writer = sa.create_engine(f"sqlite:///{wal_store}")
+    writer = sqlite_driver.create_engine(f"sqlite:///{wal_store}")
     with writer.connect() as held:
         held.exec_driver_sql("SELECT count(*) FROM kandev_meta").all()
         store = open_store(str(wal_store))

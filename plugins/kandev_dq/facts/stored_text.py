@@ -38,7 +38,7 @@ from kandev_dq.sql.dialect import (
     recognised_utc_text,
     repeated_member,
 )
-from kandev_dq.sql.mapping import READ_PATHS
+from kandev_dq.sql.mapping import READ_PATHS, fenced
 from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
@@ -139,8 +139,9 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
 
 def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
     """Each message's metadata read once as text with every member kept (the unreadable
-    ``ids`` as ``{}``), beside the columns the other conditions read. Kept apart (``OFFSET 0``)
-    so the document is built once per message, not once per reference to it."""
+    ``ids`` as ``{}``), beside the columns the other conditions read. Fenced on PostgreSQL
+    only (:func:`~kandev_dq.sql.mapping.fenced`): a fenced SQLite subquery hands each reference
+    its own copy of the document (a 50 MB one cost 800 MB), a flattened one shares it."""
     m = task_session_messages
     doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
     columns = [m.c.id, m.c.task_session_id, *(m.c[n] for n in TIMESTAMP_COLUMNS[m.name])]
@@ -148,7 +149,7 @@ def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
     # PostgreSQL, beside the located ``ids``, the documents nested past the depth limit.
     unreadable = unreadable_sqlite(m.c.metadata) if ids is None else _too_deep(ids)
     columns.append(unreadable.label("unreadable"))
-    return sa.select(*columns, doc.label("doc")).offset(0).subquery("docs")
+    return fenced(sa.select(*columns, doc.label("doc"))).subquery("docs")
 
 
 def _repeated(docs: sa.Subquery) -> Counted:

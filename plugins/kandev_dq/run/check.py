@@ -95,7 +95,7 @@ def run_check(
         ledger = KeyLedger(Path(project) / LEDGER)
         run_id = runs.new_run_id(checkpoint, identity)
         with (
-            gx_adapter.reading_with(context, DATASOURCE, store.connect) as gx_engine,
+            gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,
             pinned(store.engine, reader=gx_engine) as run,
         ):
             keys = read_keys(run.connection)

@@ -44,11 +44,12 @@ from kandev_dq.contract.rule_index import SUITE_TABLES
 
 
 @contextmanager
-def reading_with(context, datasource: str, connect: Callable[[], Any]) -> Iterator[sa.Engine]:
-    """Make GX's SQL data source ``datasource`` open every connection with ``connect``; yield
-    the engine its execution engine uses, disposed when the block ends."""
+def reading_with(context, datasource: str, engine_options: dict[str, Any]) -> Iterator[sa.Engine]:
+    """Make GX's SQL data source ``datasource`` create its engine with ``engine_options`` (the
+    store's ``creator``, and its DB-API module); yield that engine, disposed when the block
+    ends."""
     source = context.data_sources.get(datasource)
-    source.kwargs = {**source.kwargs, "creator": connect}
+    source.kwargs = {**source.kwargs, **engine_options}
     engine = source.get_execution_engine().engine
     try:
         yield engine

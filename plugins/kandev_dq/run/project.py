@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
+from kandev_dq.store import sqlite_driver
 
 PROJECT_FILE = "great_expectations.yml"
 #: The GX config variable the data source's URL comes from. Users name a store with the same
@@ -373,7 +374,6 @@ def build_project(root: Path) -> Path:
     checkpoints of other names beside them stay untouched.
     """
     import great_expectations as gx
-    import sqlalchemy as sa
     from great_expectations.checkpoint import UpdateDataDocsAction
 
     import kandev_dq.expectations  # noqa: F401
@@ -388,7 +388,7 @@ def build_project(root: Path) -> Path:
     with tempfile.TemporaryDirectory() as scratch:
         # GX tests the connection while a data source is added: give it a blank Kandev store.
         probe = Path(scratch) / "probe.db"
-        engine = sa.create_engine(f"sqlite:///{probe}")
+        engine = sqlite_driver.create_engine(f"sqlite:///{probe}")
         with engine.begin() as conn:
             schema.create_base_tables(conn)
         engine.dispose()

@@ -336,11 +336,12 @@ def _id_in_sqlite(element, compiler, **kw):
     return f"({col} IN (SELECT value FROM json_each({param})))"
 
 
-#: Deepest nesting of objects and arrays a metadata document may have (AC-23b, AC-19): SQLite
-#: 3.40's parser stops past 2,000 levels (``json_valid`` is 0 and the message reads as ``{}``),
-#: PostgreSQL parses far deeper and raises "stack depth limit exceeded" near 100,000. Deeper
-#: documents are unreadable on both dialects, so both read them as ``{}``.
-JSON_MAX_DEPTH = 2000
+#: Deepest nesting of objects and arrays a metadata document may have (AC-23b, AC-19): the
+#: SQLite kandev-dq reads with (3.45 and later, :mod:`kandev_dq.store.sqlite_driver`) stops past
+#: 1,000 levels (``json_valid`` is 0 and the message reads as ``{}``); PostgreSQL parses far
+#: deeper and raises "stack depth limit exceeded" near 100,000. Deeper documents are unreadable
+#: on both dialects, so both read them as ``{}``.
+JSON_MAX_DEPTH = 1000
 
 
 def _pg_too_deep(col: str) -> str:

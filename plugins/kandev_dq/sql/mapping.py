@@ -105,31 +105,33 @@ def is_source(docs: sa.Subquery) -> sa.ColumnElement[bool]:
     )
 
 
+#: The columns :func:`subagent_messages` reads besides the metadata fields, in order.
+_MESSAGE_COLUMNS = ("id", "task_session_id", "task_id", "turn_id", "created_at", "updated_at")
+
+
 def subagent_messages(
-    name: str = "subagent_messages", *, since: sa.BindParameter | None = None
+    name: str = "subagent_messages",
+    *,
+    since: sa.BindParameter | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> sa.Subquery:
-    """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b)."""
+    """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b);
+    ``only`` keeps just the named columns (the rest are then never read)."""
     docs = message_documents(f"{name}_docs", since=since)
     doc = docs.c.doc
-    return (
-        sa.select(
-            docs.c.id,
-            docs.c.task_session_id,
-            docs.c.task_id,
-            docs.c.turn_id,
-            docs.c.created_at,
-            docs.c.updated_at,
-            json_text(doc, "tool_call_id").label("tool_call_id"),
-            json_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
-            json_text(doc, "status").label("tool_status"),
-            json_text(doc, *_TASK, "status").label("agent_status"),
-            *(json_text(doc, *_TASK, field).label(field) for field in TASK_TEXT),
-            json_flag(doc, *_TASK, "is_async").label("is_async"),
-            *(json_number(doc, *_TASK, m).label(m) for m in schema.METRIC_COLUMNS),
-        )
-        .where(is_subagent(doc))
-        .subquery(name)
-    )
+    columns = [
+        *(docs.c[column] for column in _MESSAGE_COLUMNS),
+        json_text(doc, "tool_call_id").label("tool_call_id"),
+        json_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
+        json_text(doc, "status").label("tool_status"),
+        json_text(doc, *_TASK, "status").label("agent_status"),
+        *(json_text(doc, *_TASK, field).label(field) for field in TASK_TEXT),
+        json_flag(doc, *_TASK, "is_async").label("is_async"),
+        *(json_number(doc, *_TASK, m).label(m) for m in schema.METRIC_COLUMNS),
+    ]
+    if only is not None:
+        columns = [column for column in columns if column.name in only]
+    return sa.select(*columns).where(is_subagent(doc)).subquery(name)
 
 
 def qualifies(sm: sa.Subquery) -> sa.ColumnElement[bool]:
@@ -148,14 +150,30 @@ def winners(dialect_name: str, created_before: sa.BindParameter | None = None) -
 
     ``created_before`` (an instant parameter) ranks only the messages created before it: the
     ones a backfill that ran before that instant could have read (AC-21b, AC-22).
+
+    The window sorts ids and keys only; each message's fields are read after it, by id, so no
+    value of unbounded size passes through the sort (one 50 MB description held there cost
+    SQLite several copies of it).
     """
-    sm = subagent_messages("msg")
-    rank = sa.func.row_number().over(
-        partition_by=(sm.c.task_session_id, sm.c.tool_call_id),
-        order_by=(utc_instant(sm.c.created_at).desc(), _id_order(sm.c.id, dialect_name).desc()),
+    keyed = subagent_messages(
+        "keyed", only=("id", "task_session_id", "task_id", "created_at", "tool_call_id")
     )
-    existed = [before(sm.c.created_at, created_before)] if created_before is not None else []
-    return sa.select(sm, rank.label("rank")).where(qualifies(sm), *existed).subquery("ranked")
+    rank = sa.func.row_number().over(
+        partition_by=(keyed.c.task_session_id, keyed.c.tool_call_id),
+        order_by=(
+            utc_instant(keyed.c.created_at).desc(),
+            _id_order(keyed.c.id, dialect_name).desc(),
+        ),
+    )
+    existed = [before(keyed.c.created_at, created_before)] if created_before is not None else []
+    ranked = sa.select(keyed.c.id, rank.label("rank")).where(qualifies(keyed), *existed)
+    ranked = ranked.subquery("ranked_ids")
+    sm = subagent_messages("msg")
+    return (
+        sa.select(sm, ranked.c.rank)
+        .join_from(sm, ranked, ranked.c.id == sm.c.id)
+        .subquery("ranked")
+    )
 
 
 class _whole(FunctionElement):  # noqa: N801 - reads as a SQL function

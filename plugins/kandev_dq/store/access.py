@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.errors import StoreError
+from kandev_dq.store import sqlite_driver
 from kandev_dq.store.sidefiles import SideFiles
 from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
 
@@ -125,6 +125,14 @@ class Store:
         return self.engine.dialect.name
 
     @property
+    def engine_options(self) -> dict[str, Any]:
+        """What another engine (GX's) is created with to read the store as :attr:`engine`
+        does: its connections, and on SQLite the one SQLite library (:mod:`.sqlite_driver`)."""
+        if self.dialect == "sqlite":
+            return {"creator": self.connect, "module": sqlite_driver.dbapi}
+        return {"creator": self.connect}
+
+    @property
     def display_url(self) -> str:
         """The URL with no password: what GX's data source is configured with."""
         return without_password(self.url).render_as_string(hide_password=False)
@@ -156,8 +164,8 @@ def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[
     mode = "ro" if read_only else "rwc"
     uri = f"file:{quote(str(file))}?mode={mode}"
 
-    def connect() -> sqlite3.Connection:
-        conn = sqlite3.connect(
+    def connect() -> Any:
+        conn = sqlite_driver.connect(
             uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA foreign_keys = ON")
@@ -197,7 +205,7 @@ def open_store(
         if read_only:
             side_files = SideFiles.before_open(Path(url.database))
         connect = _sqlite_connector(url.database, read_only, must_exist)
-        engine = sa.create_engine("sqlite://", creator=connect)
+        engine = sa.create_engine("sqlite://", module=sqlite_driver.dbapi, creator=connect)
     else:
         connect = _postgres_connector(url, read_only)
         engine = sa.create_engine(url, creator=connect, pool_pre_ping=True)

@@ -10,10 +10,11 @@ removed when no other connection holds the store; one that does keeps them, as i
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from kandev_dq.store import sqlite_driver
 
 SIDE_SUFFIXES = ("-wal", "-shm")
 
@@ -50,8 +51,8 @@ def _close_as_last_connection(store: Path) -> None:
     closes last removes them (the WAL being empty, no page is copied); while another
     connection, in this process or another, holds the store, SQLite leaves them to it. The
     connection runs no statement that writes (``query_only``)."""
-    with contextlib.suppress(sqlite3.Error):
-        conn = sqlite3.connect(
+    with contextlib.suppress(sqlite_driver.Error):
+        conn = sqlite_driver.connect(
             f"file:{quote(str(store))}?mode=rw", uri=True, timeout=0, isolation_level=None
         )
         try:
