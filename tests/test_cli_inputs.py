@@ -89,6 +89,47 @@ def test_bad_input_is_refused_before_gx_loads(case, kandev_store, project, tmp_p
     assert probe == "GX not imported"
 
 
+#: Refusals that need no database at all: they are answered before the SQL toolkit (a third of
+#: a second to import) loads, so they stay far under the bench's one-second row on a busy machine.
+NO_DATABASE_NEEDED = {
+    "check, store file missing": ["check", "--store", "{tmp}/missing.db"],
+    "check, store is a folder": ["check", "--store", "{tmp}"],
+    "check, no such project": ["check", "--store", "{tmp}/k.db", "--project", "{tmp}/none"],
+    "check, unknown checkpoint": ["check", "--store", "{tmp}/k.db", "--checkpoint", "nightlly"],
+    "audit, store file missing": ["audit", "--out", "{tmp}/audit", "--store", "{tmp}/m.db"],
+    "migrate, store file missing": ["migrate", "--store", "{tmp}/missing.db"],
+    "migrate, store is a folder": ["migrate", "--store", "{tmp}", "--dry-run"],
+    "history, no such project": ["history", "--project", "{tmp}/none"],
+    "docs, no such project": ["docs", "--project", "{tmp}/none"],
+}
+
+#: Runs the CLI, then says on stderr whether the SQL toolkit was imported.
+NO_SQL_PROBE = NO_GX_PROBE.replace("great_expectations", "sqlalchemy").replace("GX", "SQL")
+
+
+@pytest.mark.parametrize("case", NO_DATABASE_NEEDED, ids=str)
+def test_refusal_that_needs_no_database_loads_no_sql_toolkit(case, project, tmp_path):
+    """The fast-path contract behind the bench's sub-second rows: what the check reads is a
+    path, so the one-line refusal comes before any database machinery is imported."""
+    (tmp_path / "k.db").write_bytes(b"")  # exists; never opened: an earlier input is wrong
+    argv = [a.format(tmp=tmp_path) for a in NO_DATABASE_NEEDED[case]]
+    if "--project" not in argv and argv[0] in ("check", "audit"):
+        argv += ["--project", str(project)]
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SQL_PROBE, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    error, probe = done.stderr.strip().splitlines()
+    assert error.startswith("kandev-dq: error: "), error
+    assert probe == "SQL not imported", error
+
+
 def test_no_store_names_the_default_it_looked_for(tmp_path):
     done = kandev_dq_probed("check", cwd=tmp_path)  # HOME is tmp_path: no default store there
     assert done.returncode == 2

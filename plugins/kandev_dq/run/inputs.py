@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.project import CHECKPOINT_DIR, PROJECT_FILE, default_project
+from kandev_dq.store.target import chosen_store, refuse_unusable_sqlite_file, sqlite_path
 
 
 def project_folder(project: Path | None) -> Path:
@@ -37,8 +38,17 @@ def checkpoint_name(project: Path, name: str) -> str:
     return name
 
 
+def existing_store_file(target: str | None) -> None:
+    """Refuse a store named by a path that is a folder or no file, before the SQL toolkit
+    loads (a URL is left to :func:`kandev_store`)."""
+    file = sqlite_path(chosen_store(target))
+    if file is not None:
+        refuse_unusable_sqlite_file(file)
+
+
 def kandev_store(target: str | None) -> None:
     """Open ``target`` read-only and recognise a Kandev store, or raise a one-line error."""
-    from kandev_dq.store.access import open_store  # the SQL toolkit: only when a store is named
+    existing_store_file(target)
+    from kandev_dq.store.access import open_store
 
     open_store(target, read_only=True).dispose()
