@@ -218,9 +218,9 @@ def migrate(
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
     _errors_as_json(output is Format.json)
-    from kandev_dq.run.inputs import existing_store_file
+    from kandev_dq.run.inputs import refuse_unusable_store
 
-    existing_store_file(store)
+    refuse_unusable_store(store)
     from kandev_dq.migration import runner as migration
     from kandev_dq.store.access import open_store, require_writable
 

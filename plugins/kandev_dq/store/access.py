@@ -20,9 +20,13 @@ from sqlalchemy.engine import URL, make_url
 from kandev_dq.errors import StoreError
 from kandev_dq.store.sidefiles import SideFiles
 from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's names, one place
+    APPLICATION_NAME,
+    BUSY_TIMEOUT_S,
+    CONNECT_TIMEOUT_S,
     DEFAULT_STORE,
     STORE_URL_VARIABLE,
     chosen_store,
+    connection_reason,
     redact,
     refuse_unusable_sqlite_file,
     sqlite_path,
@@ -33,8 +37,6 @@ from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's na
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 #: The libpq option making every transaction of a PostgreSQL session read-only.
 READ_ONLY_OPTION = "-c default_transaction_read_only=on"
-#: How long opening (or reading) a SQLite store waits for another process's lock.
-BUSY_TIMEOUT_S = 5.0
 
 
 def resolve_url(target: str) -> URL:
@@ -147,7 +149,7 @@ def _postgres_connector(url: URL, read_only: bool) -> Callable[[], Any]:
         url = with_pg_option(url, READ_ONLY_OPTION)
     dialect = sa.create_engine(url).dialect  # creating an engine does not connect
     cargs, cparams = dialect.create_connect_args(url)
-    cparams.update(connect_timeout=5, application_name="kandev-dq")
+    cparams.update(connect_timeout=CONNECT_TIMEOUT_S, application_name=APPLICATION_NAME)
 
     def connect() -> Any:
         return dialect.connect(*cargs, **cparams)
@@ -224,31 +226,4 @@ def require_writable(store: Store) -> None:
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
-    raw = str(exc.orig).strip().splitlines()
-    detail = raw[0] if raw else type(exc.orig).__name__
-    if store.url.password:
-        detail = detail.replace(store.url.password, "***")
-    lowered = " ".join(raw).lower()
-    where = store.shown
-    if "password authentication failed" in lowered or "authentication failed" in lowered:
-        return f"cannot open {where}: authentication failed for user {store.url.username!r}"
-    if "does not exist" in lowered and "database" in lowered:
-        return f"cannot open {where}: the database does not exist"
-    if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
-        return f"cannot reach {where}: the server is not accepting connections"
-    if getattr(exc.orig, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
-        return (
-            f"cannot read {where}: a writer crashed mid-transaction and left a hot journal that "
-            "a read-only open cannot roll back; open the store once read-write (restart Kandev, "
-            "or run `sqlite3 FILE 'PRAGMA quick_check'`) and run again"
-        )
-    if "file is not a database" in lowered:
-        return f"cannot open {where}: the file is not a SQLite database"
-    if "unable to open database" in lowered:
-        return f"cannot open {where}: SQLite cannot open the file"
-    if "locked" in lowered or "busy" in lowered:
-        return (
-            f"cannot read {where}: the database is locked by another process "
-            f"(waited {BUSY_TIMEOUT_S:.0f} s)"
-        )
-    return f"cannot open {where}: {detail}"
+    return connection_reason(store.shown, exc.orig, store.url.username, store.url.password)

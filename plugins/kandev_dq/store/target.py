@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from kandev_dq.errors import StoreError
 
@@ -20,6 +21,22 @@ if TYPE_CHECKING:
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
 #: The environment variable a user may name the store with (never set by kandev-dq).
 STORE_URL_VARIABLE = "KANDEV_STORE_URL"
+#: How long opening (or reading) a SQLite store waits for another process's lock.
+BUSY_TIMEOUT_S = 5.0
+#: How long connecting to a PostgreSQL server may take before it counts as unreachable (s).
+CONNECT_TIMEOUT_S = 5
+#: How kandev-dq's sessions are named on a PostgreSQL server.
+APPLICATION_NAME = "kandev-dq"
+#: A PostgreSQL URL of the plain shape ``scheme://[userinfo@]host[:port]/database``: no query,
+#: no IPv6 or socket host, nothing percent-encoded outside the userinfo. For it, the store's
+#: display form is its scheme, host, port and database as written (SQLAlchemy's rendering of
+#: the same URL; a test holds the two equal), so it can be probed before SQLAlchemy loads.
+_PLAIN_POSTGRES_URL = re.compile(
+    r"(?:postgresql|postgres|postgresql\+psycopg)://"
+    r"(?:(?P<user>[^:@/?#\[\]]*)(?::(?P<password>[^@/?#\[\]]*))?@)?"
+    r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)(?::(?P<port>[1-9][0-9]{0,4}))?"
+    r"/(?P<database>[A-Za-z0-9_][A-Za-z0-9_.-]*)"
+)
 #: ``scheme://`` up to the last ``@`` on its line, in text that is not a parsable URL (the
 #: last resort of redact): a password may hold an unencoded ``@``, ``:``, ``/`` or space.
 _USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\n]*)@")
@@ -57,6 +74,77 @@ def refuse_unusable_sqlite_file(file: Path, *, must_exist: bool = True) -> None:
         raise StoreError(f"{file} is a folder, not a SQLite file: pass the store's .db file")
     if must_exist and not file.is_file():
         raise StoreError(f"no SQLite store at {file}: the file does not exist")
+
+
+def refuse_unreachable_server(target: str) -> None:
+    """For a plain PostgreSQL URL, try one connection with the driver alone and raise the
+    one-line reason it fails (a server not listening, a wrong password or database) before
+    the SQL toolkit loads; any other URL, or a connection that succeeds, is left to
+    :func:`kandev_dq.store.access.open_store`."""
+    shown = plain_postgres_shown(target)
+    if shown is None:
+        return
+    import psycopg  # the driver on its own: a tenth of the SQL toolkit's import
+
+    libpq_uri = "postgresql://" + target.split("://", 1)[1]
+    try:
+        psycopg.connect(
+            libpq_uri, connect_timeout=CONNECT_TIMEOUT_S, application_name=APPLICATION_NAME
+        ).close()
+    except psycopg.OperationalError as exc:
+        user, password = _PLAIN_POSTGRES_URL.fullmatch(target).group("user", "password")
+        raise StoreError(
+            connection_reason(
+                shown,
+                exc,
+                None if user is None else unquote(user),
+                None if password is None else unquote(password),
+            )
+        ) from None
+
+
+def plain_postgres_shown(target: str) -> str | None:
+    """The display form of a plain PostgreSQL URL (:data:`_PLAIN_POSTGRES_URL`), read without
+    the SQL toolkit; None for any other target."""
+    plain = _PLAIN_POSTGRES_URL.fullmatch(target)
+    if plain is None:
+        return None
+    port = f":{plain['port']}" if plain["port"] else ""
+    return f"postgresql://{plain['host']}{port}/{plain['database']}"
+
+
+def connection_reason(
+    where: str, error: BaseException, username: str | None, password: str | None
+) -> str:
+    """The one line saying why the driver's ``error`` stopped a store (``where``, its display
+    form) from opening, with the password, if the driver quoted it, masked."""
+    raw = str(error).strip().splitlines()
+    detail = raw[0] if raw else type(error).__name__
+    if password:
+        detail = detail.replace(password, "***")
+    lowered = " ".join(raw).lower()
+    if "password authentication failed" in lowered or "authentication failed" in lowered:
+        return f"cannot open {where}: authentication failed for user {username!r}"
+    if "does not exist" in lowered and "database" in lowered:
+        return f"cannot open {where}: the database does not exist"
+    if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
+        return f"cannot reach {where}: the server is not accepting connections"
+    if getattr(error, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+        return (
+            f"cannot read {where}: a writer crashed mid-transaction and left a hot journal that "
+            "a read-only open cannot roll back; open the store once read-write (restart Kandev, "
+            "or run `sqlite3 FILE 'PRAGMA quick_check'`) and run again"
+        )
+    if "file is not a database" in lowered:
+        return f"cannot open {where}: the file is not a SQLite database"
+    if "unable to open database" in lowered:
+        return f"cannot open {where}: SQLite cannot open the file"
+    if "locked" in lowered or "busy" in lowered:
+        return (
+            f"cannot read {where}: the database is locked by another process "
+            f"(waited {BUSY_TIMEOUT_S:.0f} s)"
+        )
+    return f"cannot open {where}: {detail}"
 
 
 def redact(text: str) -> str:
