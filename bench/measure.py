@@ -289,6 +289,7 @@ QUICK = {
     "`migrate`: unreachable server": (["migrate", "--store", "postgresql://127.0.0.1:9/k"], 2),
     "`migrate`: unknown format": (["migrate", "--store", "{store}", "--format", "yaml"], 2),
     "`init`: folder is a file": (["init", "{store}"], 2),
+    "`init`: a whole project (no GX)": (["init", "--force", "{work}/initialised"], 0),
 }
 
 
