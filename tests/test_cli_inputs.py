@@ -177,8 +177,10 @@ def test_docs_open_without_a_browser_fails(project, monkeypatch):
     assert "no web browser" in str(done.exception)
 
 
-#: A user, optionally a password (which may hold ``:`` and most punctuation), then ``@``.
-USERINFO = r"[A-Za-z0-9_.%-]{0,8}(:[A-Za-z0-9_.%:!$&'()*+,;=~ -]{0,12})?@"
+#: A user, optionally a password (which may hold ``:``, punctuation and escapes), then ``@``.
+USERINFO = (
+    r"([A-Za-z0-9_.~-]|%[0-9A-F]{2}){0,8}(:([A-Za-z0-9_.:!$&'()*+,;=~-]|%[0-9a-f]{2}){0,12})?@"
+)
 PLAIN_POSTGRES_URLS = st.builds(
     lambda scheme, userinfo, host, port, database: f"{scheme}://{userinfo}{host}{port}/{database}",
     st.sampled_from(["postgresql", "postgres", "postgresql+psycopg"]),
@@ -206,7 +208,13 @@ def test_a_plain_postgres_url_is_shown_as_every_command_shows_it(target):
 
 @pytest.mark.parametrize(
     "target",
-    ["postgresql://127.0.0.1:5432/x?sslmode=disable", "postgresql://[::1]:9/x", "sqlite:///x.db"],
+    [
+        "postgresql://127.0.0.1:5432/x?sslmode=disable",
+        "postgresql://[::1]:9/x",
+        "sqlite:///x.db",
+        "postgresql://u:pa ss@127.0.0.1:9/x",  # libpq would quote the password it cannot parse
+        "postgresql://u:pa%zzss@127.0.0.1:9/x",
+    ],
 )
 def test_any_other_url_is_left_to_the_full_open(target):
     from kandev_dq.store.target import plain_postgres_shown
@@ -224,7 +232,7 @@ def test_the_driver_probe_refuses_a_closed_port_as_the_full_open_does():
     from kandev_dq.store.access import open_store
     from kandev_dq.store.target import refuse_unreachable_server
 
-    target = "postgresql://kandev:s3cret@127.0.0.1:9/kandev"
+    target = "postgresql://kandev:s3cret%21@127.0.0.1:9/kandev"
     probed = _refusal(refuse_unreachable_server, target)
     assert probed == _refusal(open_store, target)
     assert "not accepting connections" in probed and "s3cret" not in probed

@@ -24,6 +24,7 @@ from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's na
     BUSY_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
     DEFAULT_STORE,
+    READ_ONLY_OPTION,
     STORE_URL_VARIABLE,
     chosen_store,
     connection_reason,
@@ -35,8 +36,6 @@ from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's na
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
-#: The libpq option making every transaction of a PostgreSQL session read-only.
-READ_ONLY_OPTION = "-c default_transaction_read_only=on"
 
 
 def resolve_url(target: str) -> URL:

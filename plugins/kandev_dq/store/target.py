@@ -27,13 +27,18 @@ BUSY_TIMEOUT_S = 5.0
 CONNECT_TIMEOUT_S = 5
 #: How kandev-dq's sessions are named on a PostgreSQL server.
 APPLICATION_NAME = "kandev-dq"
+#: The libpq options making every transaction of a PostgreSQL session read-only.
+READ_ONLY_OPTION = "-c default_transaction_read_only=on"
+#: One character of a URL's user or password as RFC 3986 allows it unescaped, or one valid
+#: percent-escape: anything else (a space, a stray ``%``) is left to SQLAlchemy's parser.
+_USERINFO_PART = r"(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})"
 #: A PostgreSQL URL of the plain shape ``scheme://[userinfo@]host[:port]/database``: no query,
 #: no IPv6 or socket host, nothing percent-encoded outside the userinfo. For it, the store's
 #: display form is its scheme, host, port and database as written (SQLAlchemy's rendering of
 #: the same URL; a test holds the two equal), so it can be probed before SQLAlchemy loads.
 _PLAIN_POSTGRES_URL = re.compile(
     r"(?:postgresql|postgres|postgresql\+psycopg)://"
-    r"(?:(?P<user>[^:@/?#\[\]]*)(?::(?P<password>[^@/?#\[\]]*))?@)?"
+    rf"(?:(?P<user>{_USERINFO_PART}*)(?::(?P<password>(?:{_USERINFO_PART}|:)*))?@)?"
     r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)(?::(?P<port>[1-9][0-9]{0,4}))?"
     r"/(?P<database>[A-Za-z0-9_][A-Za-z0-9_.-]*)"
 )
@@ -89,9 +94,15 @@ def refuse_unreachable_server(target: str) -> None:
     libpq_uri = "postgresql://" + target.split("://", 1)[1]
     try:
         psycopg.connect(
-            libpq_uri, connect_timeout=CONNECT_TIMEOUT_S, application_name=APPLICATION_NAME
+            libpq_uri,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            application_name=APPLICATION_NAME,
+            options=READ_ONLY_OPTION,  # it runs no statement; were it to, it could not write
         ).close()
-    except psycopg.OperationalError as exc:
+    except psycopg.Error as exc:
+        if not isinstance(exc, psycopg.OperationalError):
+            return  # not a refusal by the server: the full open words it
+
         user, password = _PLAIN_POSTGRES_URL.fullmatch(target).group("user", "password")
         raise StoreError(
             connection_reason(
