@@ -1,7 +1,8 @@
 """What a user named as the store, read without the SQL toolkit.
 
-Importing SQLAlchemy takes a third of a second; a typo in ``--store`` (a missing file, a folder)
-and the one-line error that reports any failure need none of it, so they are answered here and
+Importing SQLAlchemy takes a third of a second; a typo in ``--store`` (a missing file, a folder,
+a server that is not there) and the one-line error that reports any failure need none of it, so
+they are answered here (a plain PostgreSQL URL is tried with the driver alone) and
 :mod:`kandev_dq.store.access` builds on them once a store is really opened.
 """
 
@@ -89,7 +90,7 @@ def refuse_unreachable_server(target: str) -> None:
     shown = plain_postgres_shown(target)
     if shown is None:
         return
-    import psycopg  # the driver on its own: a tenth of the SQL toolkit's import
+    import psycopg  # the driver on its own, without the SQL toolkit's import
 
     libpq_uri = "postgresql://" + target.split("://", 1)[1]
     try:
@@ -102,7 +103,6 @@ def refuse_unreachable_server(target: str) -> None:
     except psycopg.Error as exc:
         if not isinstance(exc, psycopg.OperationalError):
             return  # not a refusal by the server: the full open words it
-
         user, password = _PLAIN_POSTGRES_URL.fullmatch(target).group("user", "password")
         raise StoreError(
             connection_reason(
