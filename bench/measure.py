@@ -272,9 +272,24 @@ QUICK = {
     "`check`: no such project": (["check", "--store", "{store}", "--project", "{work}/none"], 2),
     "`check`: unknown format": (["check", "--store", "{store}", "--format", "yaml"], 2),
     "`audit`: store file missing": (["audit", "--out", "{work}/a", "--store", "{work}/m.db"], 2),
+    "`audit`: store is a folder": (["audit", "--out", "{work}/a", "--store", "{work}"], 2),
+    "`audit`: unreachable server": (
+        ["audit", "--out", "{work}/a", "--store", "postgresql://127.0.0.1:9/kandev"],
+        2,
+    ),
+    "`audit`: no such project": (
+        ["audit", "--out", "{work}/a", "--store", "{store}", "--project", "{work}/none"],
+        2,
+    ),
     "`history`: no such project": (["history", "--project", "{work}/none"], 2),
+    "`history`: unknown format": (["history", "--store", "{store}", "--format", "yaml"], 2),
     "`docs`: no such project": (["docs", "--project", "{work}/none"], 2),
     "`migrate`: store file missing": (["migrate", "--store", "{work}/missing.db"], 2),
+    "`migrate`: store is a folder": (["migrate", "--store", "{work}", "--dry-run"], 2),
+    "`migrate`: unreachable server": (["migrate", "--store", "postgresql://127.0.0.1:9/k"], 2),
+    "`migrate`: unknown format": (["migrate", "--store", "{store}", "--format", "yaml"], 2),
+    "`init`: folder is a file": (["init", "{store}"], 2),
+    "`init`: a whole project (no GX)": (["init", "--force", "{work}/initialised"], 0),
 }
 
 

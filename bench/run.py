@@ -49,10 +49,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dialects", default="sqlite,postgresql")
     parser.add_argument("--repeat", type=int, default=3, help="runs per measurement (median)")
     parser.add_argument(
-        "--out", type=Path, default=HERE / "results.md", help="the table (Markdown)"
+        "--out",
+        type=Path,
+        default=None,
+        help="the table (Markdown; default bench/results.md, with --quick-only WORK/quick.md)",
     )
     parser.add_argument(
         "--work", type=Path, default=HERE / "out", help="stores, projects, raw figures"
+    )
+    parser.add_argument(
+        "--quick-only",
+        action="store_true",
+        help="time only the commands that must answer in under a second (no stores, no floors)",
     )
     return parser.parse_args(argv)
 
@@ -199,9 +207,13 @@ def load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.out is None:  # a quick run never replaces the full table
+        args.out = args.work / "quick.md" if args.quick_only else HERE / "results.md"
     scales = [int(s) for s in args.scales.split(",") if s]
     dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
     server = postgres_server()
+    if args.quick_only:
+        dialects = []  # the quick rows need no generated store and no server
     if "postgresql" in dialects and server is None:
         raise SystemExit(
             "PostgreSQL needs KANDEV_BENCH_POSTGRES_URL or KANDEV_TEST_POSTGRES_URL "
@@ -232,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     (args.work / "results.json").write_text(
         json.dumps({"machine": info, "results": results, "quick": quick}, indent=1)
     )
-    text = report.render(info, results, quick)
+    text = (
+        report.render_quick(info, quick) if args.quick_only else report.render(info, results, quick)
+    )
     args.out.write_text(text)
     print(text)
     return 0

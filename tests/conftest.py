@@ -96,6 +96,14 @@ def built_project(tmp_path_factory):
     return build_project(tmp_path_factory.mktemp("gx") / "project")
 
 
+@pytest.fixture(scope="session")
+def gx_built_project(tmp_path_factory):
+    """The same project written by GX itself (the reference ``kandev-dq init`` is held to)."""
+    from tests.gxhelpers import build_project_through_gx
+
+    return build_project_through_gx(tmp_path_factory.mktemp("gx-reference") / "project")
+
+
 @pytest.fixture
 def project(built_project, tmp_path):
     """A private copy of the built project for one test (its own ledger, results, docs)."""

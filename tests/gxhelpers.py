@@ -47,3 +47,54 @@ def failed(report: CheckReport, suite: str | None = None) -> dict[str, str]:
 
 def check(project: Path, target, checkpoint: str = "pre_release") -> CheckReport:
     return run_check(project, target.url, checkpoint)
+
+
+def build_project_through_gx(root: Path) -> Path:
+    """The project as GX itself writes it for the code's suites and checkpoints: a file context,
+    a data source, one suite per :data:`SUITES` entry at each class's own severity, validation
+    definitions and checkpoints. ``kandev-dq init`` writes the same files without GX; this is
+    what they are compared with."""
+    import tempfile
+
+    import great_expectations as gx
+    import sqlalchemy as sa
+    from great_expectations.checkpoint import UpdateDataDocsAction
+
+    from kandev_dq.contract import tables as schema
+    from kandev_dq.run import project as p
+
+    p.quiet_gx()
+    root.mkdir(parents=True)
+    (root / p.PROJECT_FILE).write_text(p._YML, encoding="utf-8")
+    with tempfile.TemporaryDirectory() as scratch:
+        # GX tests the connection while a data source is added: give it a blank Kandev store.
+        probe = Path(scratch) / "probe.db"
+        engine = sa.create_engine(f"sqlite:///{probe}")
+        with engine.begin() as conn:
+            schema.create_base_tables(conn)
+        engine.dispose()
+        context = p._file_context(gx, root, f"sqlite:///{probe}")
+        source = context.data_sources.add_sql(
+            p.DATASOURCE, connection_string="${" + p.URL_VARIABLE + "}"
+        )
+        asset = source.add_table_asset(p.ASSET, table_name=p.ASSET)
+        batch = asset.add_batch_definition_whole_table(p.BATCH)
+        definitions = {}
+        for name, build in p.SUITES.items():
+            suite = context.suites.add(gx.ExpectationSuite(name=name))
+            for expectation in build():
+                suite.add_expectation(expectation)
+            suite.save()
+            definitions[name] = context.validation_definitions.add(
+                gx.ValidationDefinition(name=name, data=batch, suite=suite)
+            )
+        for name, suites in p.CHECKPOINTS.items():
+            context.checkpoints.add(
+                gx.Checkpoint(
+                    name=name,
+                    validation_definitions=[definitions[s] for s in suites],
+                    actions=[UpdateDataDocsAction(name="update_data_docs")],
+                    result_format={"result_format": "COMPLETE"},
+                )
+            )
+    return root

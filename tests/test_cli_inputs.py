@@ -13,6 +13,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
@@ -89,6 +91,57 @@ def test_bad_input_is_refused_before_gx_loads(case, kandev_store, project, tmp_p
     assert probe == "GX not imported"
 
 
+#: Refusals answered before the SQL toolkit (a third of a second to import) loads: what they
+#: read is a path, or a plain PostgreSQL URL the driver alone can try, so they stay well under
+#: the bench's one-second rows on a busy machine.
+BEFORE_SQL_TOOLKIT = {
+    "check, store file missing": ["check", "--store", "{tmp}/missing.db"],
+    "check, store is a folder": ["check", "--store", "{tmp}"],
+    "check, no such project": ["check", "--store", "{tmp}/k.db", "--project", "{tmp}/none"],
+    "check, unknown checkpoint": ["check", "--store", "{tmp}/k.db", "--checkpoint", "nightlly"],
+    "audit, store file missing": ["audit", "--out", "{tmp}/audit", "--store", "{tmp}/m.db"],
+    "migrate, store file missing": ["migrate", "--store", "{tmp}/missing.db"],
+    "migrate, store is a folder": ["migrate", "--store", "{tmp}", "--dry-run"],
+    "history, no such project": ["history", "--project", "{tmp}/none"],
+    "docs, no such project": ["docs", "--project", "{tmp}/none"],
+    "check, unreachable server": ["check", "--store", "postgresql://127.0.0.1:9/kandev"],
+    "audit, unreachable server": [
+        "audit",
+        "--out",
+        "{tmp}/a",
+        "--store",
+        "postgres://127.0.0.1:9/k",
+    ],
+    "migrate, unreachable server": ["migrate", "--store", "postgresql://u:p@127.0.0.1:9/kandev"],
+}
+
+#: Runs the CLI, then says on stderr whether the SQL toolkit was imported.
+NO_SQL_PROBE = NO_GX_PROBE.replace("great_expectations", "sqlalchemy").replace("GX", "SQL")
+
+
+@pytest.mark.parametrize("case", BEFORE_SQL_TOOLKIT, ids=str)
+def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
+    """The fast-path contract behind the bench's sub-second rows: the one-line refusal comes
+    before SQLAlchemy is imported."""
+    (tmp_path / "k.db").write_bytes(b"")  # exists; never opened: an earlier input is wrong
+    argv = [a.format(tmp=tmp_path) for a in BEFORE_SQL_TOOLKIT[case]]
+    if "--project" not in argv and argv[0] in ("check", "audit"):
+        argv += ["--project", str(project)]
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SQL_PROBE, *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    error, probe = done.stderr.strip().splitlines()
+    assert error.startswith("kandev-dq: error: "), error
+    assert probe == "SQL not imported", error
+
+
 def test_no_store_names_the_default_it_looked_for(tmp_path):
     done = kandev_dq_probed("check", cwd=tmp_path)  # HOME is tmp_path: no default store there
     assert done.returncode == 2
@@ -122,3 +175,78 @@ def test_docs_open_without_a_browser_fails(project, monkeypatch):
     done = CliRunner().invoke(app, ["docs", "--project", str(project), "--open"])
     assert isinstance(done.exception, KandevDqError)  # main() makes it one line, exit 2
     assert "no web browser" in str(done.exception)
+
+
+#: A user, optionally a password (which may hold ``:``, punctuation and escapes), then ``@``.
+USERINFO = (
+    r"([A-Za-z0-9_.~-]|%[0-9A-F]{2}){0,8}(:([A-Za-z0-9_.:!$&'()*+,;=~-]|%[0-9a-f]{2}){0,12})?@"
+)
+PLAIN_POSTGRES_URLS = st.builds(
+    lambda scheme, userinfo, host, port, database: f"{scheme}://{userinfo}{host}{port}/{database}",
+    st.sampled_from(["postgresql", "postgres", "postgresql+psycopg"]),
+    st.one_of(
+        st.just(""),
+        st.from_regex(
+            r"[A-Za-z0-9_.%-]{0,8}(:[A-Za-z0-9_.%:!$&'()*+,;=~ -]{0,12})?@", fullmatch=True
+        ),
+    ),
+    st.from_regex(r"[A-Za-z0-9][A-Za-z0-9.-]{0,20}", fullmatch=True),
+    st.one_of(st.just(""), st.integers(1, 65535).map(lambda port: f":{port}")),
+    st.from_regex(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,20}", fullmatch=True),
+)
+
+
+@given(PLAIN_POSTGRES_URLS)
+def test_a_plain_postgres_url_is_shown_as_every_command_shows_it(target):
+    """The probe names the store it could not reach without SQLAlchemy: exactly as
+    SQLAlchemy's rendering, which every other message, the JSON and the docs use."""
+    from kandev_dq.store.access import resolve_url, shown_store
+    from kandev_dq.store.target import plain_postgres_shown
+
+    assert plain_postgres_shown(target) == shown_store(resolve_url(target))
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "postgresql://127.0.0.1:5432/x?sslmode=disable",
+        "postgresql://[::1]:9/x",
+        "sqlite:///x.db",
+        "postgresql://u:pa ss@127.0.0.1:9/x",  # libpq would quote the password it cannot parse
+        "postgresql://u:pa%zzss@127.0.0.1:9/x",
+    ],
+)
+def test_any_other_url_is_left_to_the_full_open(target):
+    from kandev_dq.store.target import plain_postgres_shown
+
+    assert plain_postgres_shown(target) is None
+
+
+def _refusal(call, target) -> str:
+    with pytest.raises(KandevDqError) as refused:
+        call(target)
+    return str(refused.value)
+
+
+def test_the_driver_probe_refuses_a_closed_port_as_the_full_open_does():
+    from kandev_dq.store.access import open_store
+    from kandev_dq.store.target import refuse_unreachable_server
+
+    target = "postgresql://kandev:s3cret%21@127.0.0.1:9/kandev"
+    probed = _refusal(refuse_unreachable_server, target)
+    assert probed == _refusal(open_store, target)
+    assert "not accepting connections" in probed and "s3cret" not in probed
+
+
+@pytest.mark.parametrize("wrong", ["database", "username"])
+def test_the_driver_probe_words_a_server_refusal_as_the_full_open_does(pg_database, wrong):
+    from kandev_dq.store.access import open_store
+    from kandev_dq.store.target import refuse_unreachable_server
+
+    changed = {"database": "kdq_no_such_database"} if wrong == "database" else {}
+    if wrong == "username":
+        changed = {"username": "kdq_no_such_role", "password": "s3cret"}
+    target = pg_database.set(**changed).render_as_string(hide_password=False)
+    probed = _refusal(refuse_unreachable_server, target)
+    assert probed == _refusal(open_store, target)
+    assert "s3cret" not in probed

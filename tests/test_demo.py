@@ -35,6 +35,17 @@ def test_a_refused_postgres_demo_leaves_no_folder(pg_target, tmp_path):
     assert not (tmp_path / "demo").exists()
 
 
+def test_a_postgres_demo_refuses_a_database_holding_other_tables(pg_target, tmp_path):
+    with pg_target.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE someone_elses (x integer)")
+    done = kandev_dq("demo", "--dir", str(tmp_path / "demo"), "--postgres", pg_target.url)
+    assert done.returncode == 2, done.stdout
+    assert "is not empty (table someone_elses)" in done.stderr
+    assert not (tmp_path / "demo").exists()
+    with pg_target.engine.connect() as conn:
+        assert sa.inspect(conn).get_table_names() == ["someone_elses"]  # nothing written
+
+
 def test_the_demo_folder_is_ignored_by_git():
     ignored = subprocess.run(
         ["git", "check-ignore", "-q", "kandev-demo/project/great_expectations.yml"], cwd=REPO

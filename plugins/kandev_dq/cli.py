@@ -107,7 +107,7 @@ def _errors_as_json(on: bool) -> None:
 def _could_not_run(message: str, exit_code: int) -> None:
     """The one-line error on stderr, no password in it; with ``--format json``, also the JSON
     object on stdout (a pipeline parsing stdout gets a document, never an empty string)."""
-    from kandev_dq.store.access import redact  # the SQL toolkit: only once something failed
+    from kandev_dq.store.target import redact
 
     message = one_line(redact(message))
     err.print(f"kandev-dq: error: {message}", markup=False)
@@ -218,6 +218,9 @@ def migrate(
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
     _errors_as_json(output is Format.json)
+    from kandev_dq.run.inputs import refuse_unusable_store
+
+    refuse_unusable_store(store)
     from kandev_dq.migration import runner as migration
     from kandev_dq.store.access import open_store, require_writable
 

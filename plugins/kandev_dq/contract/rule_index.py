@@ -1,9 +1,10 @@
 """Which expectation runs in which suite, at which severity, citing which ACs: read without GX.
 
-``kandev-dq rules`` prints its table from here and the catalogue, so it needs neither GX (slow to
-import) nor a project. The expectation classes (their ``rules`` and ``default_severity``) and
-:data:`kandev_dq.run.project.SUITES` stay the source: ``tests/test_coverage.py`` fails when this
-index and the project built from them disagree.
+``kandev-dq rules`` prints its table from here and the catalogue, and ``kandev-dq init`` writes
+the suites from here (:func:`kandev_dq.run.project.suite_plan`), so neither needs GX (slow to
+import) nor a project. The expectation classes stay the source of their ``rules`` and
+``default_severity``: ``tests/test_coverage.py`` fails when this index and the project GX builds
+from the classes disagree.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ class IndexedRule:
     suite: str
     severity: str
     rules: tuple[str, ...]
+
+
+#: The GX suite parameter carrying the key ledger's first sightings of a store (AC-24): named
+#: here, without GX, because the suites that pass it are written from this index.
+KEY_LEDGER = "kandev_key_ledger"
 
 
 def _r(expectation: str, suite: str, severity: str, rules: tuple[str, ...]) -> IndexedRule:

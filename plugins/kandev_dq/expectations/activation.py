@@ -16,6 +16,7 @@ from kandev_dq.contract.instants import (
     Precision,
     parse_key,
 )
+from kandev_dq.contract.rule_index import KEY_LEDGER
 from kandev_dq.contract.states import SELF_HEAL, STATES, explain_state
 from kandev_dq.expectations.base import (
     Finding,
@@ -31,8 +32,6 @@ from kandev_dq.facts.activation import (
 )
 
 _ONE_SECOND = timedelta(seconds=1)
-#: The GX suite parameter carrying the key ledger's first sightings of this store (AC-24).
-KEY_LEDGER = "kandev_key_ledger"
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from kandev_dq.contract.states import state_of
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
@@ -24,6 +26,7 @@ from kandev_dq.run.check import CheckReport, run_check
 from kandev_dq.run.project import build_project
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
+from kandev_dq.text import printable
 
 MARKER = ".kandev-dq-demo"
 LIVE_SUBAGENTS = 40
@@ -91,9 +94,20 @@ def _is_demo_folder(folder: Path) -> bool:
 
 
 def _require_empty(url: str) -> None:
+    """The demo writes a whole store: only into a database (its schema) that holds no table,
+    so nothing of anyone else's sits beside the demo's tables."""
     store = open_store(url, read_only=True, require_kandev=False)
     try:
         if store.has_table("task_session_messages"):
             raise KandevDqError(f"{store.shown} already holds a Kandev store: use an empty one")
+        with store.engine.connect() as conn:
+            tables = sorted(sa.inspect(conn).get_table_names())
+        if tables:
+            shown = ", ".join(printable(name) for name in tables[:3])
+            more = f" and {len(tables) - 3} more" if len(tables) > 3 else ""
+            raise KandevDqError(
+                f"{store.shown} is not empty (table {shown}{more}): the demo writes only into "
+                "an empty database"
+            )
     finally:
         store.dispose()

@@ -11,6 +11,12 @@ from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.project import CHECKPOINT_DIR, PROJECT_FILE, default_project
+from kandev_dq.store.target import (
+    chosen_store,
+    refuse_unreachable_server,
+    refuse_unusable_sqlite_file,
+    sqlite_path,
+)
 
 
 def project_folder(project: Path | None) -> Path:
@@ -37,8 +43,21 @@ def checkpoint_name(project: Path, name: str) -> str:
     return name
 
 
+def refuse_unusable_store(target: str | None) -> None:
+    """Refuse, before the SQL toolkit loads, a store named by a path that is a folder or no
+    file, or by a plain PostgreSQL URL whose server does not take the connection (any other
+    URL is left to :func:`kandev_store`)."""
+    chosen = chosen_store(target)
+    file = sqlite_path(chosen)
+    if file is not None:
+        refuse_unusable_sqlite_file(file)
+    else:
+        refuse_unreachable_server(chosen)
+
+
 def kandev_store(target: str | None) -> None:
     """Open ``target`` read-only and recognise a Kandev store, or raise a one-line error."""
-    from kandev_dq.store.access import open_store  # the SQL toolkit: only when a store is named
+    refuse_unusable_store(target)
+    from kandev_dq.store.access import open_store
 
     open_store(target, read_only=True).dispose()

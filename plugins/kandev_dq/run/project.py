@@ -2,26 +2,31 @@
 loading a project safely.
 
 The repository root is a GX file context (``great_expectations.yml`` at the root). Its suites,
-validation definitions and checkpoints are generated from :data:`SUITES` and
-:data:`CHECKPOINTS` by :func:`build_project` (also what ``kandev-dq init`` runs), so the JSON
-in ``expectations/`` and ``checkpoints/`` never drifts from the code. The store is chosen at run
-time: the one data source reads its URL from ``${KANDEV_STORE_URL}``, a config variable given
-through GX's runtime environment (never the process environment) and always password-free; the
-connections themselves come from kandev-dq (:mod:`kandev_dq.run.gx_adapter`).
+validation definitions and checkpoints are generated from the rule index (:func:`suite_plan`)
+and :data:`CHECKPOINTS` by :func:`build_project` (also what ``kandev-dq init`` runs), so the
+JSON in ``expectations/`` and ``checkpoints/`` never drifts from the code. The store is chosen
+at run time: the one data source reads its URL from ``${KANDEV_STORE_URL}``, a config variable
+given through GX's runtime environment (never the process environment) and always
+password-free; the connections themselves come from kandev-dq (:mod:`kandev_dq.run.gx_adapter`).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import logging
 import os
 import re
-import tempfile
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
+from kandev_dq.contract.rule_index import KEY_LEDGER, RULE_INDEX
 from kandev_dq.errors import KandevDqError
-from kandev_dq.store import sqlite_driver
 
 PROJECT_FILE = "great_expectations.yml"
 #: The GX config variable the data source's URL comes from. Users name a store with the same
@@ -37,112 +42,53 @@ DEFINITION_DIR = "validation_definitions"
 TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def _activation_suite() -> list:
-    from kandev_dq.expectations import activation as a
+#: Arguments a suite gives one of its expectations beyond the class's defaults.
+SUITE_KWARGS: dict[str, dict[str, Any]] = {
+    "expect_activation_state_to_be_in_set": {"accepted_states": ["fully_activated"]},
+    "expect_activation_keys_to_be_write_once": {"first_seen": {"$PARAMETER": KEY_LEDGER}},
+}
 
+
+@dataclass(frozen=True)
+class Planned:
+    """One expectation of a suite as its JSON records it: GX's type name, GX's severity word
+    (``critical`` for kandev-dq's ``error``) and the suite's arguments."""
+
+    type: str
+    severity: str
+    kwargs: dict[str, Any]
+
+
+def suite_plan(suite: str) -> list[Planned]:
+    """A suite's expectations, in order, read without GX from the rule index (its one list of
+    which expectation runs in which suite at which severity)."""
     return [
-        a.ExpectActivationKeysToBeWellFormed.at_default_severity(),
-        a.ExpectActivationKeysToBePaired.at_default_severity(),
-        a.ExpectActivationStateToBeInSet.at_default_severity(accepted_states=["fully_activated"]),
-        a.ExpectExecutionSinceOnlyOnAmendedSchema.at_default_severity(),
-        a.ExpectExecutionSinceNotPendingSelfHeal.at_default_severity(),
-        a.ExpectActivationKeysToBeWriteOnce.at_default_severity(
-            first_seen={"$PARAMETER": a.KEY_LEDGER}
-        ),
-        a.ExpectBackfillThroughNotAfterCaptureSince.at_default_severity(),
-        a.ExpectBackfillThroughToCoverQualifyingMessages.at_default_severity(),
-        a.ExpectNoBackfillRowsAfterCaptureSince.at_default_severity(),
-        a.ExpectNoBackfillRowsAfterBackfillThrough.at_default_severity(),
-        a.ExpectNoBackfillRowsUnderSentinel.at_default_severity(),
-        a.ExpectNoBackfillRowsInsideSentinelWindow.at_default_severity(),
-        a.ExpectNewKeysToCarrySubsecondPrecision.at_default_severity(),
-        a.ExpectLegacyKeysToBeDisclosed.at_default_severity(),
-        a.ExpectPopulationToBeDisclosed.at_default_severity(),
+        Planned(
+            rule.expectation,
+            "critical" if rule.severity == "error" else rule.severity,
+            copy.deepcopy(SUITE_KWARGS.get(rule.expectation, {})),
+        )
+        for rule in RULE_INDEX
+        if rule.suite == suite
     ]
 
 
-def _writer_health_suite() -> list:
-    from kandev_dq.expectations import health as h
-    from kandev_dq.expectations import stored_text as t
+def suite_expectations(suite: str) -> list:
+    """A suite's GX expectation objects, each at its class's own severity (imports GX)."""
+    from great_expectations.expectations.registry import get_expectation_impl
+
+    import kandev_dq.expectations  # noqa: F401 - registers the types with GX
 
     return [
-        h.ExpectNoWriterShortfallSinceCaptureSince.at_default_severity(),
-        h.ExpectWriterToHaveWrittenSinceCaptureSince.at_default_severity(),
-        h.ExpectSubagentActivitySinceCaptureSince.at_default_severity(),
-        h.ExpectNoWriterExcessSinceCaptureSince.at_default_severity(),
-        h.ExpectNoCrossExecutionCollisionsSinceCaptureSince.at_default_severity(),
-        t.ExpectMessageMetadataToBeJson.at_default_severity(),
-        t.ExpectMessageMetadataMemberNamesToBeUnique.at_default_severity(),
+        get_expectation_impl(planned.type).at_default_severity(**planned.kwargs)
+        for planned in suite_plan(suite)
     ]
 
 
-def _rows_suite() -> list:
-    from kandev_dq.expectations import rows as r
-    from kandev_dq.expectations import stored_text as t
-
-    return [
-        r.ExpectSubagentRowsToHaveIdentity.at_default_severity(),
-        r.ExpectSubagentKeyToBeUnique.at_default_severity(),
-        r.ExpectAgentExecutionIdToBePresent.at_default_severity(),
-        r.ExpectAgentExecutionIdToBeUuidOrUnknown.at_default_severity(),
-        r.ExpectSubagentSourceToBeLiveOrBackfill.at_default_severity(),
-        r.ExpectBackfillRowsToCarryUnknownExecution.at_default_severity(),
-        r.ExpectNoEmptyStringsInNullableText.at_default_severity(),
-        r.ExpectNoNegativeMetrics.at_default_severity(),
-        r.ExpectNoZeroTokensOrDuration.at_default_severity(),
-        r.ExpectAsyncLaunchedRowsToHaveNoMetrics.at_default_severity(),
-        r.ExpectSettledAtIffTerminalToolStatus.at_default_severity(),
-        r.ExpectToolStatusInAcpVocabulary.at_default_severity(),
-        r.ExpectObservedAtNotAfterUpdatedOrSettled.at_default_severity(),
-        r.ExpectNoOrphanSubagentRows.at_default_severity(),
-        r.ExpectIsAsyncToBeZeroOrOne.at_default_severity(),
-        r.ExpectSubagentRowsWhenQualifyingMessagesExist.at_default_severity(),
-        r.ExpectCompletedRowsToReportMetrics.at_default_severity(),
-        t.ExpectTimestampsInRecognisedUtcForm.at_default_severity(),
-        t.ExpectTimestampsToBeWithinRange.at_default_severity(),
-    ]
-
-
-def _schema_suite() -> list:
-    from kandev_dq.expectations import schema as s
-
-    return [
-        s.ExpectSubagentsTableToExist.at_default_severity(),
-        s.ExpectExecutionColumnToBeNotNull.at_default_severity(),
-        s.ExpectThreeColumnUniqueKey.at_default_severity(),
-        s.ExpectNoTwoColumnUniqueKey.at_default_severity(),
-        s.ExpectSecondaryIndexesAsFreshStore.at_default_severity(),
-        s.ExpectNoPartialSubagentsUpgrade.at_default_severity(),
-        s.ExpectSessionForeignKeyToCascade.at_default_severity(),
-        s.ExpectNoForeignKeyOnTurnOrExecution.at_default_severity(),
-    ]
-
-
-def _backfill_suite() -> list:
-    from kandev_dq.expectations import backfill as b
-
-    return [
-        b.ExpectBackfillReconciliationNotVacuous.at_default_severity(),
-        b.ExpectBackfillIdentityToMatchMessage.at_default_severity(),
-        b.ExpectBackfillTurnIdToMatchMessage.at_default_severity(),
-        b.ExpectBackfillStatusesToMatchMessage.at_default_severity(),
-        b.ExpectBackfillMetricsToMatchMessage.at_default_severity(),
-        b.ExpectBackfillTextToMatchMessage.at_default_severity(),
-        b.ExpectBackfillObservedAtToBeMessageCreatedAt.at_default_severity(),
-        b.ExpectBackfillSettledAtToFollowToolStatus.at_default_severity(),
-        b.ExpectBackfillRowsFromWinningMessage.at_default_severity(),
-        b.ExpectNoBackfillRowsWithoutQualifyingMessage.at_default_severity(),
-        b.ExpectNoBackfillRowsRelabelledLive.at_default_severity(),
-    ]
-
-
-#: Suite name -> a function building its expectations (imported lazily: GX is slow to import).
+#: Suite name -> a function building its GX expectations (imported lazily: GX is slow to import).
 SUITES: dict[str, Callable[[], list]] = {
-    "activation": _activation_suite,
-    "writer_health": _writer_health_suite,
-    "rows": _rows_suite,
-    "schema": _schema_suite,
-    "backfill": _backfill_suite,
+    name: functools.partial(suite_expectations, name)
+    for name in ("activation", "writer_health", "rows", "schema", "backfill")
 }
 
 #: Checkpoint name -> the suites it runs, in order.
@@ -367,54 +313,117 @@ def generated_files(root: Path) -> list[Path]:
     ]
 
 
+#: What GX appends to the yml once the data source, its asset and batch definition are added.
+_YML_DATASOURCE = """\
+fluent_datasources:
+  {datasource}:
+    type: sql
+    id: {datasource_id}
+    assets:
+      {asset}:
+        type: table
+        id: {asset_id}
+        batch_metadata: {{}}
+        batch_definitions:
+          {batch}:
+            id: {batch_id}
+            partitioner:
+        table_name: {asset}
+    connection_string: ${{{variable}}}
+plugins_directory:
+config_variables_file_path:
+data_context_id: {context_id}
+"""
+#: GX's marker of a store folder: the expectations store's id is the project's data_context_id.
+STORE_BACKEND_ID = ".ge_store_backend_id"
+
+
 def build_project(root: Path) -> Path:
     """Write a complete project (yml, suites, validation definitions, checkpoints) into root.
+
+    The files are the ones GX writes for :data:`SUITES` and :data:`CHECKPOINTS` (same JSON,
+    same yml, ids freshly drawn and cross-referenced), written directly: importing GX and
+    building a context for them takes seconds. ``tests/test_project_files.py`` builds the same
+    project through GX and holds every byte but the ids equal.
 
     Only kandev-dq's own files are written, and only they are replaced: a user's suites and
     checkpoints of other names beside them stay untouched.
     """
-    import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
-
-    import kandev_dq.expectations  # noqa: F401
-    from kandev_dq.contract import tables as schema
-
-    quiet_gx()
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    for own in generated_files(root)[1:]:  # GX adds by name: an earlier copy would clash
-        own.unlink(missing_ok=True)
-    (root / PROJECT_FILE).write_text(_YML, encoding="utf-8")
-    with tempfile.TemporaryDirectory() as scratch:
-        # GX tests the connection while a data source is added: give it a blank Kandev store.
-        probe = Path(scratch) / "probe.db"
-        engine = sqlite_driver.create_engine(f"sqlite:///{probe}")
-        with engine.begin() as conn:
-            schema.create_base_tables(conn)
-        engine.dispose()
-        context = _file_context(gx, root, f"sqlite:///{probe}")
-        source = context.data_sources.add_sql(
-            DATASOURCE, connection_string="${" + URL_VARIABLE + "}"
-        )
-        batch = source.add_table_asset(ASSET, table_name=ASSET).add_batch_definition_whole_table(
-            BATCH
-        )
-        definitions = {}
-        for name, build in SUITES.items():
-            suite = context.suites.add(gx.ExpectationSuite(name=name))
-            for expectation in build():
-                suite.add_expectation(expectation)
-            suite.save()
-            definitions[name] = context.validation_definitions.add(
-                gx.ValidationDefinition(name=name, data=batch, suite=suite)
-            )
-        for name, suites in CHECKPOINTS.items():
-            context.checkpoints.add(
-                gx.Checkpoint(
-                    name=name,
-                    validation_definitions=[definitions[s] for s in suites],
-                    actions=[UpdateDataDocsAction(name="update_data_docs")],
-                    result_format={"result_format": "COMPLETE"},
-                )
-            )
+    for folder in (SUITE_DIR, DEFINITION_DIR, CHECKPOINT_DIR):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    context_id = _store_backend_id(root / SUITE_DIR)
+    _store_backend_id(root / "uncommitted" / "validations")
+    ids = {part: _new_id() for part in ("datasource", "asset", "batch")}
+    (root / PROJECT_FILE).write_text(
+        _YML
+        + _YML_DATASOURCE.format(
+            datasource=DATASOURCE,
+            asset=ASSET,
+            batch=BATCH,
+            variable=URL_VARIABLE,
+            context_id=context_id,
+            **{f"{part}_id": value for part, value in ids.items()},
+        ),
+        encoding="utf-8",
+    )
+    data = {
+        "asset": {"id": ids["asset"], "name": ASSET},
+        "batch_definition": {"id": ids["batch"], "name": BATCH},
+        "datasource": {"id": ids["datasource"], "name": DATASOURCE},
+    }
+    definitions = {}
+    for name in SUITES:
+        suite = {
+            "expectations": [
+                {
+                    "id": _new_id(),
+                    "kwargs": planned.kwargs,
+                    "meta": {},
+                    "severity": planned.severity,
+                    "type": planned.type,
+                }
+                for planned in suite_plan(name)
+            ],
+            "id": _new_id(),
+            "meta": {"great_expectations_version": version("great_expectations")},
+            "name": name,
+            "notes": None,
+        }
+        _write_json(root / SUITE_DIR / f"{name}.json", suite)
+        definitions[name] = {"id": _new_id(), "name": name}
+        definition = {**definitions[name], "data": data, "suite": {"id": suite["id"], "name": name}}
+        _write_json(root / DEFINITION_DIR / f"{name}.json", definition)
+    for name, suites in CHECKPOINTS.items():
+        checkpoint = {
+            "actions": [{"name": "update_data_docs", "site_names": [], "type": "update_data_docs"}],
+            "id": _new_id(),
+            "name": name,
+            "result_format": {"result_format": "COMPLETE"},
+            "validation_definitions": [definitions[suite] for suite in suites],
+        }
+        _write_json(root / CHECKPOINT_DIR / f"{name}.json", checkpoint)
     return root
+
+
+def _new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _write_json(path: Path, document: dict) -> None:
+    """As GX's stores serialise (sorted keys, two-space indent, no final newline)."""
+    path.write_text(json.dumps(document, indent=2, sort_keys=True), encoding="utf-8")
+
+
+def _store_backend_id(folder: Path) -> str:
+    """The id GX keeps in a store folder: the one there already (a project rewritten with
+    ``--force`` keeps its data_context_id), else a new one, written as GX writes it."""
+    marker = folder / STORE_BACKEND_ID
+    if marker.is_file():
+        kept = marker.read_text(encoding="utf-8").partition("=")[2].strip()
+        if kept:
+            return kept
+    folder.mkdir(parents=True, exist_ok=True)
+    made = _new_id()
+    marker.write_text(f"store_backend_id = {made}\n", encoding="utf-8")
+    return made

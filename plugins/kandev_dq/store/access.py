@@ -7,8 +7,6 @@ reads every fact of a run inside one snapshot. Anything that prevents a run is a
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,28 +19,30 @@ from sqlalchemy.engine import URL, make_url
 from kandev_dq.errors import StoreError
 from kandev_dq.store import sqlite_driver
 from kandev_dq.store.sidefiles import SideFiles
-from kandev_dq.store.snapshot import read_snapshot, tolerate_bad_utf8
+from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's names, one place
+    APPLICATION_NAME,
+    BUSY_TIMEOUT_S,
+    CONNECT_TIMEOUT_S,
+    DEFAULT_STORE,
+    READ_ONLY_OPTION,
+    STORE_URL_VARIABLE,
+    chosen_store,
+    connection_reason,
+    redact,
+    refuse_unusable_sqlite_file,
+    sqlite_path,
+    without_password,
+)
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
-DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
-#: The environment variable a user may name the store with (never set by kandev-dq).
-STORE_URL_VARIABLE = "KANDEV_STORE_URL"
-#: The libpq option making every transaction of a PostgreSQL session read-only.
-READ_ONLY_OPTION = "-c default_transaction_read_only=on"
-#: How long opening (or reading) a SQLite store waits for another process's lock.
-BUSY_TIMEOUT_S = 5.0
-#: ``scheme://`` up to the last ``@`` on its line, in text that is not a parsable URL (the
-#: last resort of redact): a password may hold an unencoded ``@``, ``:``, ``/`` or space.
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\n]*)@")
-#: A user name alone, no password: safe to show.
-_USER_ONLY = re.compile(r"[^:/@\s]*")
 
 
 def resolve_url(target: str) -> URL:
     """A SQLAlchemy URL for a URL or a SQLite file path (``postgresql://`` uses psycopg 3)."""
-    if "://" not in target:
-        return URL.create("sqlite", database=str(Path(target).expanduser().resolve()))
+    file = sqlite_path(target)
+    if file is not None:
+        return URL.create("sqlite", database=str(file))
     try:
         url = make_url(target)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
@@ -56,34 +56,6 @@ def resolve_url(target: str) -> URL:
             f"unsupported database {url.get_backend_name()!r}: use SQLite or PostgreSQL"
         )
     return url
-
-
-def redact(text: str) -> str:
-    """A URL (or any text holding one) without its password.
-
-    Text that does not parse as one URL, or parses with an ``@`` left in its host, has
-    everything between ``//`` and the last ``@`` of the line hidden, unless that is a bare
-    user name: a password with an unencoded ``@``, ``:``, ``/`` or space never shows.
-    """
-    try:
-        url = make_url(text)
-    except Exception:  # noqa: BLE001 - not a parsable URL
-        return _USERINFO.sub(_hide_userinfo, text)
-    if (url.password or "password" in url.query) and "@" not in (url.host or ""):
-        return without_password(url).render_as_string(hide_password=False)
-    return _USERINFO.sub(_hide_userinfo, text)
-
-
-def _hide_userinfo(match: re.Match) -> str:
-    if _USER_ONLY.fullmatch(match["userinfo"]):
-        return match[0]
-    return f"{match['head']}***@"
-
-
-def without_password(url: URL) -> URL:
-    """The URL with its password removed, also a ``password=`` query parameter (libpq reads
-    one there). ``URL.set(password=None)`` cannot do this: it ignores None."""
-    return url._replace(password=None).difference_update_query(["password"])
 
 
 def sqlite_file(url: URL) -> Path:
@@ -144,6 +116,8 @@ class Store:
 
     def snapshot(self):
         """One consistent read: PostgreSQL REPEATABLE READ (read-only), SQLite one read txn."""
+        from kandev_dq.store.snapshot import read_snapshot
+
         return read_snapshot(self.engine)
 
     def has_table(self, name: str) -> bool:
@@ -157,14 +131,15 @@ class Store:
 
 def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[[], Any]:
     file = Path(path)
-    if file.is_dir():
-        raise StoreError(f"{file} is a folder, not a SQLite file: pass the store's .db file")
-    if must_exist and not file.is_file():
-        raise StoreError(f"no SQLite store at {file}: the file does not exist")
+    refuse_unusable_sqlite_file(file, must_exist=must_exist)
     mode = "ro" if read_only else "rwc"
     uri = f"file:{quote(str(file))}?mode={mode}"
 
     def connect() -> Any:
+        # Imported here: the snapshot module brings the SQL mappings, which a refused
+        # ``--store`` never needs.
+        from kandev_dq.store.snapshot import tolerate_bad_utf8
+
         conn = sqlite_driver.connect(
             uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
@@ -181,7 +156,7 @@ def _postgres_connector(url: URL, read_only: bool) -> Callable[[], Any]:
         url = with_pg_option(url, READ_ONLY_OPTION)
     dialect = sa.create_engine(url).dialect  # creating an engine does not connect
     cargs, cparams = dialect.create_connect_args(url)
-    cparams.update(connect_timeout=5, application_name="kandev-dq")
+    cparams.update(connect_timeout=CONNECT_TIMEOUT_S, application_name=APPLICATION_NAME)
 
     def connect() -> Any:
         return dialect.connect(*cargs, **cparams)
@@ -227,22 +202,6 @@ def open_store(
     return store
 
 
-def chosen_store(target: str | None) -> str:
-    """The store a command works on: ``target``, else ``$KANDEV_STORE_URL``, else Kandev's
-    default SQLite file when it exists."""
-    if target:
-        return target
-    if os.environ.get(STORE_URL_VARIABLE):
-        return os.environ[STORE_URL_VARIABLE]
-    default = DEFAULT_STORE.expanduser()
-    if default.is_file():
-        return str(default)
-    raise StoreError(
-        f"no store given, and none at the default {DEFAULT_STORE}: "
-        f"pass --store or set {STORE_URL_VARIABLE}"
-    )
-
-
 def require_writable(store: Store) -> None:
     """Refuse (exit 2) a store that cannot take a write now: a read-only file or server, or a
     SQLite file another process holds locked. Takes and releases the write lock; writes nothing.
@@ -274,31 +233,4 @@ def require_writable(store: Store) -> None:
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
-    raw = str(exc.orig).strip().splitlines()
-    detail = raw[0] if raw else type(exc.orig).__name__
-    if store.url.password:
-        detail = detail.replace(store.url.password, "***")
-    lowered = " ".join(raw).lower()
-    where = store.shown
-    if "password authentication failed" in lowered or "authentication failed" in lowered:
-        return f"cannot open {where}: authentication failed for user {store.url.username!r}"
-    if "does not exist" in lowered and "database" in lowered:
-        return f"cannot open {where}: the database does not exist"
-    if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
-        return f"cannot reach {where}: the server is not accepting connections"
-    if getattr(exc.orig, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
-        return (
-            f"cannot read {where}: a writer crashed mid-transaction and left a hot journal that "
-            "a read-only open cannot roll back; open the store once read-write (restart Kandev, "
-            "or run `sqlite3 FILE 'PRAGMA quick_check'`) and run again"
-        )
-    if "file is not a database" in lowered:
-        return f"cannot open {where}: the file is not a SQLite database"
-    if "unable to open database" in lowered:
-        return f"cannot open {where}: SQLite cannot open the file"
-    if "locked" in lowered or "busy" in lowered:
-        return (
-            f"cannot read {where}: the database is locked by another process "
-            f"(waited {BUSY_TIMEOUT_S:.0f} s)"
-        )
-    return f"cannot open {where}: {detail}"
+    return connection_reason(store.shown, exc.orig, store.url.username, store.url.password)

@@ -1,0 +1,192 @@
+"""What a user named as the store, read without the SQL toolkit.
+
+Importing SQLAlchemy takes a third of a second; a typo in ``--store`` (a missing file, a folder,
+a server that is not there) and the one-line error that reports any failure need none of it, so
+they are answered here (a plain PostgreSQL URL is tried with the driver alone) and
+:mod:`kandev_dq.store.access` builds on them once a store is really opened.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from kandev_dq.errors import StoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
+#: The environment variable a user may name the store with (never set by kandev-dq).
+STORE_URL_VARIABLE = "KANDEV_STORE_URL"
+#: How long opening (or reading) a SQLite store waits for another process's lock.
+BUSY_TIMEOUT_S = 5.0
+#: How long connecting to a PostgreSQL server may take before it counts as unreachable (s).
+CONNECT_TIMEOUT_S = 5
+#: How kandev-dq's sessions are named on a PostgreSQL server.
+APPLICATION_NAME = "kandev-dq"
+#: The libpq options making every transaction of a PostgreSQL session read-only.
+READ_ONLY_OPTION = "-c default_transaction_read_only=on"
+#: One character of a URL's user or password as RFC 3986 allows it unescaped, or one valid
+#: percent-escape: anything else (a space, a stray ``%``) is left to SQLAlchemy's parser.
+_USERINFO_PART = r"(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})"
+#: A PostgreSQL URL of the plain shape ``scheme://[userinfo@]host[:port]/database``: no query,
+#: no IPv6 or socket host, nothing percent-encoded outside the userinfo. For it, the store's
+#: display form is its scheme, host, port and database as written (SQLAlchemy's rendering of
+#: the same URL; a test holds the two equal), so it can be probed before SQLAlchemy loads.
+_PLAIN_POSTGRES_URL = re.compile(
+    r"(?:postgresql|postgres|postgresql\+psycopg)://"
+    rf"(?:(?P<user>{_USERINFO_PART}*)(?::(?P<password>(?:{_USERINFO_PART}|:)*))?@)?"
+    r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*)(?::(?P<port>[1-9][0-9]{0,4}))?"
+    r"/(?P<database>[A-Za-z0-9_][A-Za-z0-9_.-]*)"
+)
+#: ``scheme://`` up to the last ``@`` on its line, in text that is not a parsable URL (the
+#: last resort of redact): a password may hold an unencoded ``@``, ``:``, ``/`` or space.
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\n]*)@")
+#: A user name alone, no password: safe to show.
+_USER_ONLY = re.compile(r"[^:/@\s]*")
+
+
+def chosen_store(target: str | None) -> str:
+    """The store a command works on: ``target``, else ``$KANDEV_STORE_URL``, else Kandev's
+    default SQLite file when it exists."""
+    if target:
+        return target
+    if os.environ.get(STORE_URL_VARIABLE):
+        return os.environ[STORE_URL_VARIABLE]
+    default = DEFAULT_STORE.expanduser()
+    if default.is_file():
+        return str(default)
+    raise StoreError(
+        f"no store given, and none at the default {DEFAULT_STORE}: "
+        f"pass --store or set {STORE_URL_VARIABLE}"
+    )
+
+
+def sqlite_path(target: str) -> Path | None:
+    """The absolute SQLite file a plain path names; None for a URL."""
+    if "://" in target:
+        return None
+    return Path(target).expanduser().resolve()
+
+
+def refuse_unusable_sqlite_file(file: Path, *, must_exist: bool = True) -> None:
+    """Raise the one-line reason a SQLite path cannot be a store: a folder, or (when the
+    store must exist already) no file there."""
+    if file.is_dir():
+        raise StoreError(f"{file} is a folder, not a SQLite file: pass the store's .db file")
+    if must_exist and not file.is_file():
+        raise StoreError(f"no SQLite store at {file}: the file does not exist")
+
+
+def refuse_unreachable_server(target: str) -> None:
+    """For a plain PostgreSQL URL, try one connection with the driver alone and raise the
+    one-line reason it fails (a server not listening, a wrong password or database) before
+    the SQL toolkit loads; any other URL, or a connection that succeeds, is left to
+    :func:`kandev_dq.store.access.open_store`."""
+    shown = plain_postgres_shown(target)
+    if shown is None:
+        return
+    import psycopg  # the driver on its own, without the SQL toolkit's import
+
+    libpq_uri = "postgresql://" + target.split("://", 1)[1]
+    try:
+        psycopg.connect(
+            libpq_uri,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            application_name=APPLICATION_NAME,
+            options=READ_ONLY_OPTION,  # it runs no statement; were it to, it could not write
+        ).close()
+    except psycopg.Error as exc:
+        if not isinstance(exc, psycopg.OperationalError):
+            return  # not a refusal by the server: the full open words it
+        user, password = _PLAIN_POSTGRES_URL.fullmatch(target).group("user", "password")
+        raise StoreError(
+            connection_reason(
+                shown,
+                exc,
+                None if user is None else unquote(user),
+                None if password is None else unquote(password),
+            )
+        ) from None
+
+
+def plain_postgres_shown(target: str) -> str | None:
+    """The display form of a plain PostgreSQL URL (:data:`_PLAIN_POSTGRES_URL`), read without
+    the SQL toolkit; None for any other target."""
+    plain = _PLAIN_POSTGRES_URL.fullmatch(target)
+    if plain is None:
+        return None
+    port = f":{plain['port']}" if plain["port"] else ""
+    return f"postgresql://{plain['host']}{port}/{plain['database']}"
+
+
+def connection_reason(
+    where: str, error: BaseException, username: str | None, password: str | None
+) -> str:
+    """The one line saying why the driver's ``error`` stopped a store (``where``, its display
+    form) from opening, with the password, if the driver quoted it, masked."""
+    raw = str(error).strip().splitlines()
+    detail = raw[0] if raw else type(error).__name__
+    if password:
+        detail = detail.replace(password, "***")
+    lowered = " ".join(raw).lower()
+    if "password authentication failed" in lowered or "authentication failed" in lowered:
+        return f"cannot open {where}: authentication failed for user {username!r}"
+    if "does not exist" in lowered and "database" in lowered:
+        return f"cannot open {where}: the database does not exist"
+    if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
+        return f"cannot reach {where}: the server is not accepting connections"
+    if getattr(error, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+        return (
+            f"cannot read {where}: a writer crashed mid-transaction and left a hot journal that "
+            "a read-only open cannot roll back; open the store once read-write (restart Kandev, "
+            "or run `sqlite3 FILE 'PRAGMA quick_check'`) and run again"
+        )
+    if "file is not a database" in lowered:
+        return f"cannot open {where}: the file is not a SQLite database"
+    if "unable to open database" in lowered:
+        return f"cannot open {where}: SQLite cannot open the file"
+    if "locked" in lowered or "busy" in lowered:
+        return (
+            f"cannot read {where}: the database is locked by another process "
+            f"(waited {BUSY_TIMEOUT_S:.0f} s)"
+        )
+    return f"cannot open {where}: {detail}"
+
+
+def redact(text: str) -> str:
+    """A URL (or any text holding one) without its password.
+
+    Text that does not parse as one URL, or parses with an ``@`` left in its host, has
+    everything between ``//`` and the last ``@`` of the line hidden, unless that is a bare
+    user name: a password with an unencoded ``@``, ``:``, ``/`` or space never shows.
+    """
+    if "@" not in text and "password" not in text:
+        # A URL carries a password only before an ``@`` or as a ``password=`` parameter: text
+        # with neither is returned as it is, without loading the SQL toolkit to parse it.
+        return text
+    from sqlalchemy.engine import make_url
+
+    try:
+        url = make_url(text)
+    except Exception:  # noqa: BLE001 - not a parsable URL
+        return _USERINFO.sub(_hide_userinfo, text)
+    if (url.password or "password" in url.query) and "@" not in (url.host or ""):
+        return without_password(url).render_as_string(hide_password=False)
+    return _USERINFO.sub(_hide_userinfo, text)
+
+
+def _hide_userinfo(match: re.Match) -> str:
+    if _USER_ONLY.fullmatch(match["userinfo"]):
+        return match[0]
+    return f"{match['head']}***@"
+
+
+def without_password(url: URL) -> URL:
+    """The URL with its password removed, also a ``password=`` query parameter (libpq reads
+    one there). ``URL.set(password=None)`` cannot do this: it ignores None."""
+    return url._replace(password=None).difference_update_query(["password"])
