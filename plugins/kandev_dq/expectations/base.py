@@ -28,13 +28,18 @@ from great_expectations.render import (
 )
 from great_expectations.render.renderer.renderer import renderer
 
+from kandev_dq.sql.listing import Listing
 from kandev_dq.store.snapshot import facts_for
+
+#: Each registered family of facts: metric name -> (compute, the value keys it takes).
+FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...]]] = {}
 
 
 def register_facts(
     name: str, compute: Callable[..., Mapping[str, Any]], value_keys: tuple[str, ...] = ()
 ) -> str:
     """Register GX metric ``name`` computing one family of facts; return the metric name."""
+    FACTS_FAMILIES[name] = (compute, value_keys)
 
     def _sqlalchemy(
         cls,
@@ -71,6 +76,8 @@ class Finding:
     unexpected_count: int | None = None
     sample: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    #: The query listing every counted item, for a rule that counts rows, messages or keys.
+    listing: Listing | None = None
 
 
 def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
@@ -84,6 +91,7 @@ def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
         message=message,
         unexpected_count=count,
         sample=part["sample"],
+        listing=part.get("listing"),
     )
 
 
@@ -130,10 +138,22 @@ class KandevExpectation(BatchExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         raise NotImplementedError
 
+    def listing(self, facts: dict[str, Any]) -> Listing | None:
+        """The query listing every item this rule counts, where its judge did not attach it
+        (a rule that counts no rows has none)."""
+        return None
+
+    def finding(self, facts: dict[str, Any]) -> Finding:
+        """The verdict on ``facts``, carrying the rule's listing query whether or not it failed."""
+        found = self.judge(facts)
+        if found.listing is None:
+            found.listing = self.listing(facts)
+        return found
+
     def _validate(
         self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
     ):
-        return self.result_of(self.judge(metrics[self.facts]))
+        return self.result_of(self.finding(metrics[self.facts]))
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
         """A finding in GX's result shape (details carry the one-line message and AC ids).
@@ -146,6 +166,9 @@ class KandevExpectation(BatchExpectation):
             details["sample_cut"] = (
                 f"{len(sample)} of {len(finding.sample)} sampled rows kept (result size bound)"
             )
+        if not finding.success and finding.listing is not None:
+            # Reproducible: the SELECT listing every item counted, values inlined.
+            details["query"] = finding.listing.sql()
         return {
             "success": finding.success,
             "result": {

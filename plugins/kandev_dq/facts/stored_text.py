@@ -38,6 +38,7 @@ from kandev_dq.sql.dialect import (
     recognised_utc_text,
     repeated_member,
 )
+from kandev_dq.sql.listing import listing_of, listing_of_union, union_of
 from kandev_dq.sql.mapping import READ_PATHS
 from kandev_dq.sql.messages import (
     Unreadable,
@@ -102,16 +103,21 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
             )
             timestamps.update({f"{SUBAGENTS}.{n}": int(row[n]) for n in present})
     sample: list[dict[str, Any]] = []
+    misread_listed = []
     for qualified, count in timestamps.items():
+        table_name, column_name = qualified.split(".")
+        table = m if table_name == m.name else subagents
+        reason = f"{column_name} is in no recognised UTC text form"
+        misread_listed.append((_misread_rows(table, column_name), reason))
         if count and len(sample) < _SAMPLE:
-            table_name, column_name = qualified.split(".")
-            table = m if table_name == m.name else subagents
             sample += _misread_sample(conn, table, column_name, _SAMPLE - len(sample))
     facts["timestamps"] = {
         "applicable": True,
         "count": sum(timestamps.values()),
         "by_column": {k: v for k, v in timestamps.items() if v},
         "sample": sample,
+        # One listing row per (row, column) counted, as the count sums them.
+        "listing": listing_of_union(conn, misread_listed),
     }
     return facts
 
@@ -119,8 +125,6 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
 def _unreadable_sample(
     conn: sa.Connection, count: int, ids: tuple[str, ...] | None
 ) -> dict[str, Any]:
-    if not count:
-        return {"count": 0, "sample": []}
     m = task_session_messages
     stmt = sa.select(
         m.c.id,
@@ -131,9 +135,19 @@ def _unreadable_sample(
     if ids is None:
         stmt = stmt.where(unreadable_sqlite(m.c.metadata))
     else:
-        stmt = stmt.where(sa.or_(m.c.id.in_(ids[:_SAMPLE]), _too_deep(ids)))
-    rows = conn.execute(stmt.order_by(m.c.id).limit(_SAMPLE)).mappings()
-    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
+        # PostgreSQL cannot test text for JSON without aborting (before version 16): the
+        # located ids stand for that test, in the listing too.
+        stmt = stmt.where(sa.or_(m.c.id.in_(ids), _too_deep(ids)))
+    stmt = stmt.order_by(m.c.id)
+    listing = listing_of(conn, stmt, "metadata is not JSON")
+    if not count:
+        return {"count": 0, "sample": [], "listing": listing}
+    rows = conn.execute(stmt.limit(_SAMPLE)).mappings()
+    return {
+        "count": count,
+        "sample": [{k: display(v) for k, v in row.items()} for row in rows],
+        "listing": listing,
+    }
 
 
 def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
@@ -149,17 +163,14 @@ def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str
     """
     m = task_session_messages
     doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
-    docs = (
-        sa.select(m.c.id, m.c.task_session_id, m.c.created_at, doc.label("doc"))
-        .offset(0)
-        .subquery("docs")
-    )
+    docs = sa.select(m.c.id, m.c.task_session_id, m.c.created_at, doc.label("doc"))
+    # Read once, never merged into the tests below. SQLite's own LIMIT for a lone OFFSET stays
+    # a parameter even with literal binds, so the listing query spells it out.
+    docs = (docs.limit(-1) if conn.dialect.name == "sqlite" else docs).offset(0).subquery("docs")
     repeated = sa.select(docs.c.id).where(repeated_member(docs.c.doc, *READ_PATHS))
     count = conn.execute(
         sa.select(sa.func.count()).select_from(repeated.subquery("repeated"))
     ).scalar_one()
-    if not count:
-        return {"count": 0, "sample": []}
     stmt = (
         sa.select(
             docs.c.id,
@@ -169,17 +180,21 @@ def repeated_names(conn: sa.Connection, ids: tuple[str, ...] | None) -> dict[str
         )
         .where(repeated_member(docs.c.doc, *READ_PATHS))
         .order_by(docs.c.id)
-        .limit(_SAMPLE)
     )
-    rows = conn.execute(stmt).mappings()
-    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
+    listing = listing_of(conn, stmt, "a member name the reading takes is repeated")
+    if not count:
+        return {"count": 0, "sample": [], "listing": listing}
+    rows = conn.execute(stmt.limit(_SAMPLE)).mappings()
+    return {
+        "count": count,
+        "sample": [{k: display(v) for k, v in row.items()} for row in rows],
+        "listing": listing,
+    }
 
 
-def _misread_sample(
-    conn: sa.Connection, table: sa.Table, column_name: str, limit: int
-) -> list[dict[str, Any]]:
+def _misread_rows(table: sa.Table, column_name: str) -> sa.Select:
     column = table.c[column_name]
-    stmt = (
+    return (
         sa.select(
             sa.literal(table.name).label("table"),
             sa.literal(column_name).label("column"),
@@ -189,8 +204,13 @@ def _misread_sample(
         )
         .where(_misread(column))
         .order_by(table.c.id)
-        .limit(limit)
     )
+
+
+def _misread_sample(
+    conn: sa.Connection, table: sa.Table, column_name: str, limit: int
+) -> list[dict[str, Any]]:
+    stmt = _misread_rows(table, column_name).limit(limit)
     # Raw, not display()ed: the point is to show the text exactly as stored.
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
@@ -203,6 +223,7 @@ def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
         tables.append(subagents)
     by_column: dict[str, int] = {}
     sample: list[dict[str, Any]] = []
+    listings = []
     for table in tables:
         names = [
             n
@@ -212,10 +233,16 @@ def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
         conditions = {n: _beyond_in(table, n) for n in names}
         _, parts = counted_scan(conn, conditions, select_from=table)
         for name, found in parts.items():
+            listings.append(found["listing"])
             if found["count"]:
                 by_column[f"{table.name}.{name}"] = found["count"]
                 sample += found["sample"]
-    return {"count": sum(by_column.values()), "by_column": by_column, "sample": sample[:_SAMPLE]}
+    return {
+        "count": sum(by_column.values()),
+        "by_column": by_column,
+        "sample": sample[:_SAMPLE],
+        "listing": union_of(listings),
+    }
 
 
 def _beyond_in(table: sa.Table, name: str) -> Counted:
@@ -226,4 +253,8 @@ def _beyond_in(table: sa.Table, name: str) -> Counted:
         table.c.id,
         sa.cast(table.c[name], sa.Text).label("value"),
     )
-    return Counted(when=beyond, sample=named.where(beyond).order_by(table.c.id))
+    return Counted(
+        when=beyond,
+        sample=named.where(beyond).order_by(table.c.id),
+        reason=f"{name} holds an instant no clock can have written",
+    )
