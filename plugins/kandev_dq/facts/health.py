@@ -94,12 +94,23 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
         missing.order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
         "qualifying key without a row since capture_since",
     )
+    # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
+    # qualifying key since then is one it did not write.
+    silent = [k.qualifying == 1]
+    if shape.table_exists:
+        since = subagents.alias("observed_since")  # never correlated with the ledger's rows
+        silent.append(
+            ~sa.select(sa.literal(1))
+            .select_from(since)
+            .where(at_or_after(since.c.observed_at, bound))
+            .exists()
+        )
     facts["qualifying_listing"] = listing_of(
         conn,
         sa.select(k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at)
-        .where(k.qualifying == 1)
+        .where(*silent)
         .order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
-        "qualifying key since capture_since",
+        "qualifying key, and no row observed since capture_since",
     )
     if not shape.table_exists:
         facts["latest_observed_at"] = None

@@ -196,8 +196,8 @@ def _misread_rows(table: sa.Table, column_name: str) -> sa.Select:
     column = table.c[column_name]
     return (
         sa.select(
-            sa.literal(table.name).label("table"),
-            sa.literal(column_name).label("column"),
+            sa.literal(table.name, sa.Text).label("table"),
+            sa.literal(column_name, sa.Text).label("column"),
             table.c.id,
             sa.func.typeof(column).label("stored_type"),
             sa.func.substr(sa.cast(column, sa.Text), 1, 40).label("value"),
@@ -248,8 +248,8 @@ def _out_of_range(conn: sa.Connection, shape) -> dict[str, Any]:
 def _beyond_in(table: sa.Table, name: str) -> Counted:
     beyond = beyond_any_clock(table.c[name])
     named = sa.select(
-        sa.literal(table.name).label("table"),
-        sa.literal(name).label("column"),
+        sa.literal(table.name, sa.Text).label("table"),
+        sa.literal(name, sa.Text).label("column"),
         table.c.id,
         sa.cast(table.c[name], sa.Text).label("value"),
     )
