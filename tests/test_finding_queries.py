@@ -12,6 +12,7 @@ or a counted row missing from the listing, shows here.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import psycopg
@@ -143,3 +144,49 @@ def test_each_emitted_query_lists_what_its_rule_counted(name, tmp_path, request)
         pg = _check(checked, "postgresql")
     # Timestamps in text forms SQLite alone can hold are the one dialect difference (AC-24e).
     assert set(lite) - {"expect_timestamps_in_recognised_utc_form"} == set(pg)
+
+
+def test_the_json_report_the_data_docs_and_the_audit_carry_each_query(target, project, tmp_path):
+    """AC-16 (orphan rows) on both dialects: the query of the failed rule is the same text in
+    ``summary.json`` (``check --format json``), ``queries.sql`` and both data docs pages, where
+    it sits escaped in a collapsed block with its copy button; pasted from ``queries.sql`` into
+    a read-only connection, it lists exactly the counted rows."""
+    from kandev_dq.report.audit import QUERIES_SQL, run_audit
+
+    if target.dialect == "sqlite":
+        target.engine.dispose()
+    scenarios.materialise("orphan_rows", target.url)
+    done = run_audit(project, target.url, tmp_path / "audit")
+    failed = {r.expectation: r for r in done.report.results if not r.success}
+    orphans = failed["expect_no_orphan_subagent_rows"]
+    assert orphans.query and orphans.unexpected_count
+    assert all(r.query is None for r in done.report.results if r.success)
+
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text(encoding="utf-8"))
+    queries = {r["expectation"]: r["query"] for r in summary["results"]}
+    assert queries["expect_no_orphan_subagent_rows"] == orphans.query
+    script = (tmp_path / "audit" / QUERIES_SQL).read_text(encoding="utf-8")
+    block = script.split("-- expect_no_orphan_subagent_rows [AC-16]", 1)[1]
+    pasted = block.split("\n", 2)[2].split(";\n", 1)[0] + ";"
+    assert pasted == orphans.query
+    listed = _read_only_rows(target.url, target.dialect, pasted)
+    assert len(listed) == orphans.unexpected_count
+
+    site = tmp_path / "audit" / "data_docs"
+    overview = (site / "overview.html").read_text(encoding="utf-8")
+    assert "<details class='kandev-query'>" in overview and "kandev-copy" in overview
+    assert "static/kandev/copy.js" in overview
+    assert (site / "static" / "kandev" / "copy.js").is_file()
+    # What the copy button copies: the code element's text, the page's escaping undone.
+    assert orphans.query in _copied(overview)
+    pages = [p for p in site.rglob("*.html") if "validations" in p.parts and "rows" in p.parts]
+    assert any(orphans.query in _copied(p.read_text(encoding="utf-8")) for p in pages)
+
+
+def _copied(page: str) -> list[str]:
+    import html as markup
+    import re
+
+    blocks = re.findall(r"<code id='kandev-query-[0-9a-f]+'>(.*?)</code>", page, re.S)
+    assert all("<" not in block for block in blocks)  # escaped: no markup inside
+    return [markup.unescape(block) for block in blocks]

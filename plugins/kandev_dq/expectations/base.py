@@ -8,6 +8,7 @@ one sentence saying what it checks, and a ``judge`` turning facts into a :class:
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from collections.abc import Callable, Mapping
@@ -248,10 +249,13 @@ class KandevExpectation(BatchExpectation):
         cls, configuration=None, result=None, runtime_configuration=None, **kw
     ):
         rows = (result.result or {}).get("partial_unexpected_list") if result else None
+        query = ((result.result or {}).get("details") or {}).get("query") if result else None
+        listed = [listing_block(query, result.result.get("unexpected_count"))] if query else []
         if not rows:
-            return None
+            return listed or None
         columns = list(dict.fromkeys(key for row in rows for key in row))
         return [
+            *listed,
             RenderedTableContent(
                 content_block_type="table",
                 # GX inserts plain strings into the page verbatim: row values are escaped here.
@@ -260,8 +264,29 @@ class KandevExpectation(BatchExpectation):
                     [html.escape(_short(row.get(column))) for column in columns] for row in rows
                 ],
                 styling={"body": {"classes": ["table", "table-bordered", "table-sm", "mt-3"]}},
-            )
+            ),
         ]
+
+
+def listing_block(query: str, count: int | None) -> RenderedStringTemplateContent:
+    """A failed rule's listing query as data docs show it: collapsed, with a copy button that
+    needs no network (``static/kandev/copy.js``); without script it stays selectable text.
+    The query is a template param, so GX escapes it; its newlines stay (a ``pre`` block)."""
+    ident = "kandev-query-" + hashlib.sha256(query.encode()).hexdigest()[:12]
+    return RenderedStringTemplateContent(
+        content_block_type="string_template",
+        string_template={
+            "template": (
+                "<details class='kandev-query'><summary>The SQL listing the $count counted "
+                "item(s): run it read-only in sqlite3 or psql</summary>"
+                f"<button type='button' class='btn btn-sm btn-outline-secondary kandev-copy' "
+                f"data-target='{ident}'>Copy</button>"
+                f"<pre class='kandev-query-text'><code id='{ident}'>$query</code></pre></details>"
+            ),
+            "params": {"count": "?" if count is None else str(count), "query": query},
+            "styling": {"classes": ["d-block", "mt-2"]},
+        },
+    )
 
 
 def severity_word(gx_severity: str | None) -> str:

@@ -54,6 +54,7 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.states import explain_state
+from kandev_dq.expectations.base import listing_block
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
@@ -747,7 +748,8 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
                     "$rule <span class='text-muted'>($ac)</span>",
                     {"rule": _rule_text(rule.expectation), "ac": ", ".join(rule.rules)},
                 ),
-                _esc(rule.message),
+                [_string("$m", {"m": _short(rule.message)})]
+                + ([listing_block(rule.query, rule.unexpected_count)] if rule.query else []),
             ]
         )
     blocks.append(_table(["severity", "suite", "rule (AC ids)", "finding"], rows))
