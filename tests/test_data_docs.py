@@ -135,6 +135,15 @@ async function read(frame) {
       f => f.family.includes('Font Awesome') && f.status === 'loaded');
     out.jquery = typeof w.jQuery === 'function';
     out.bootstrap_table = !!(w.jQuery && w.jQuery.fn && w.jQuery.fn.bootstrapTable);
+    const chart = d.querySelector('.kandev-timeline svg');
+    const box = chart ? chart.getBoundingClientRect() : null;
+    out.timeline_rect = box ? [box.left, box.top + w.scrollY, box.width, box.height] : null;
+    out.timeline_points = chart ? [...chart.querySelectorAll('[aria-roledescription="point"]')]
+      .map(point => {
+        const r = point.getBoundingClientRect();
+        return [point.getAttribute('aria-label'), r.left + r.width / 2,
+                r.top + w.scrollY + r.height / 2];
+      }) : [];
     out.index_rows = d.querySelectorAll(
       'table.ge-index-page-validation-results-table tbody tr[data-index]').length;
   } catch (error) {
@@ -572,3 +581,54 @@ def test_an_empty_observed_value_reads_none():
     for empty in ([], {}, "", None):
         assert _observed_content(empty).string_template["params"] == {"value": "none"}
     assert _observed_content([1]).string_template["params"] == {"value": "[1]"}
+
+
+def test_the_overview_charts_five_runs_two_failing(sqlite_target, project, tmp_path, chromium):
+    """After five checks of one store, the last two failing (a row whose source is neither
+    'live' nor 'backfill', AC-1), the overview's timeline is an inline SVG drawn with no
+    script: five points in every series, the rows suite red at runs 4 and 5, and the
+    screenshot paints it."""
+    import sqlalchemy as sa
+
+    _passing_store(sqlite_target)
+    for _ in range(3):
+        assert check(project, sqlite_target).success
+    with sqlite_target.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE task_session_subagents SET source = 'replayed'"))
+    for _ in range(2):
+        report = check(project, sqlite_target)
+        assert not report.success
+    _, overview, _ = site_pages(report)
+
+    seen = chromium.probe({"overview": overview}, tmp_path)["overview"]
+    assert seen["timeline_rect"] and seen["timeline_rect"][2] > 300
+    series: dict[str, list[tuple[int, str]]] = {}
+    for label, _, _ in seen["timeline_points"]:
+        fields = dict(part.split(": ", 1) for part in label.split("; "))
+        name = fields.get("suite") or fields.get("figure") or fields.get("value")
+        series.setdefault(name, []).append((int(fields["run"]), fields.get("status", "")))
+    suites = {"activation", "writer_health", "rows", "schema", "backfill"}
+    figures = {"shortfall", "excess", "rows_since_capture"}
+    assert suites | figures | {"fully_activated"} <= set(series), sorted(series)
+    assert all(sorted(r for r, _ in points) == [1, 2, 3, 4, 5] for points in series.values())
+    assert [s for _, s in sorted(series["rows"])] == ["passed"] * 3 + ["error"] * 2
+    assert {s for _, s in series["activation"]} == {"passed"}
+
+    # The screenshot shows it: a tall window reaches the chart; the last rows point is red.
+    png = tmp_path / "timeline-overview.png"
+    chromium.run(overview.as_uri(), f"--screenshot={png}", "--window-size=1400,4000")
+    label, x, y = next(
+        p for p in seen["timeline_points"] if "suite: rows" in p[0] and "run: 5;" in p[0]
+    )
+    assert png_pixel(png, int(x), int(y)) == (0xDC, 0x35, 0x45) or _near_red(png, x, y), label
+    keep(png, png.name)
+
+
+def _near_red(png: Path, x: float, y: float) -> bool:
+    """The error cross is drawn at 70 % opacity over white: some pixel around its centre is a
+    strong red."""
+    for dx in (-2, -1, 0, 1, 2):
+        r, g, b = png_pixel(png, int(x) + dx, int(y))
+        if r > 200 and g < 150 and b < 150:
+            return True
+    return False
