@@ -369,6 +369,10 @@ def explain(
     ] = ExplainFormat.text,
 ) -> None:
     """A rule's AC ids, its sentence and the SELECT listing every item it counts."""
+    from kandev_dq.run import inputs
+
+    inputs.expectation_name(expectation)  # vetted without GX, as the store is
+    inputs.kandev_store(store)
     from kandev_dq.run.explain import SHOWN_ROWS
     from kandev_dq.run.explain import explain as explained_rule
 
