@@ -616,7 +616,12 @@ def test_the_overview_charts_five_runs_two_failing(sqlite_target, project, tmp_p
 
     # The screenshot shows it: a tall window reaches the chart; the last rows point is red.
     png = tmp_path / "timeline-overview.png"
-    chromium.run(overview.as_uri(), f"--screenshot={png}", "--window-size=1400,4000")
+    chromium.run(
+        overview.as_uri(),
+        f"--screenshot={png}",
+        f"--window-size={WIDTH},4000",
+        "--virtual-time-budget=15000",  # fonts loaded, as the probe waited: the same layout
+    )
     label, x, y = next(
         p for p in seen["timeline_points"] if "suite: rows" in p[0] and "run: 5;" in p[0]
     )
