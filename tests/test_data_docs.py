@@ -144,6 +144,16 @@ async function read(frame) {
         return [point.getAttribute('aria-label'), r.left + r.width / 2,
                 r.top + w.scrollY + r.height / 2];
       }) : [];
+    const copy = d.querySelector('.kandev-copy');
+    if (copy) {  // a finding's query: open its block, press Copy, see what was taken
+      copy.closest('details').open = true;
+      copy.click();
+      await new Promise(resolve => w.setTimeout(resolve, 500));
+      out.copy_button = copy.textContent;
+      const selection = w.getSelection();
+      out.copy_selection = selection.rangeCount ? selection.getRangeAt(0).toString() : '';
+      out.copy_code = d.getElementById(copy.getAttribute('data-target')).textContent;
+    }
     out.index_rows = d.querySelectorAll(
       'table.ge-index-page-validation-results-table tbody tr[data-index]').length;
   } catch (error) {
@@ -601,6 +611,12 @@ def test_the_overview_charts_five_runs_two_failing(sqlite_target, project, tmp_p
     _, overview, _ = site_pages(report)
 
     seen = chromium.probe({"overview": overview}, tmp_path)["overview"]
+    # The failed rule's query, copied offline: to the clipboard, or selected for Ctrl+C.
+    failed = [r for r in report.results if not r.success and r.query]
+    assert seen["copy_code"] in {r.query for r in failed}
+    assert seen["copy_button"] in ("Copied", "Selected: press Ctrl+C")
+    if seen["copy_button"] != "Copied":
+        assert seen["copy_selection"] == seen["copy_code"]
     assert seen["timeline_rect"] and seen["timeline_rect"][2] > 300
     series: dict[str, list[tuple[int, str]]] = {}
     for label, _, _ in seen["timeline_points"]:
