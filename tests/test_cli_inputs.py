@@ -72,6 +72,14 @@ BAD_INPUTS = {
     ),
     "history, no such project": (["history", "--project", "{tmp}/none"], "does not exist"),
     "docs, no such project": (["docs", "--project", "{tmp}/none"], "does not exist"),
+    "explain, no such rule": (
+        ["explain", "expect_no_such_rule", "--store", "{store}"],
+        "no expectation 'expect_no_such_rule'",
+    ),
+    "explain, store missing": (
+        ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/missing.db"],
+        "the file does not exist",
+    ),
 }
 
 

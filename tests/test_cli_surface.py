@@ -20,6 +20,7 @@ COMMANDS = [
     ["check"],
     ["audit"],
     ["history"],
+    ["explain"],
     ["docs"],
     ["demo"],
     ["init"],

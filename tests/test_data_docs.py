@@ -135,6 +135,25 @@ async function read(frame) {
       f => f.family.includes('Font Awesome') && f.status === 'loaded');
     out.jquery = typeof w.jQuery === 'function';
     out.bootstrap_table = !!(w.jQuery && w.jQuery.fn && w.jQuery.fn.bootstrapTable);
+    const chart = d.querySelector('.kandev-timeline svg');
+    const box = chart ? chart.getBoundingClientRect() : null;
+    out.timeline_rect = box ? [box.left, box.top + w.scrollY, box.width, box.height] : null;
+    out.timeline_points = chart ? [...chart.querySelectorAll('[aria-roledescription="point"]')]
+      .map(point => {
+        const r = point.getBoundingClientRect();
+        return [point.getAttribute('aria-label'), r.left + r.width / 2,
+                r.top + w.scrollY + r.height / 2];
+      }) : [];
+    const copy = d.querySelector('.kandev-copy');
+    if (copy) {  // a finding's query: open its block, press Copy, see what was taken
+      copy.closest('details').open = true;
+      copy.click();
+      await new Promise(resolve => w.setTimeout(resolve, 500));
+      out.copy_button = copy.textContent;
+      const selection = w.getSelection();
+      out.copy_selection = selection.rangeCount ? selection.getRangeAt(0).toString() : '';
+      out.copy_code = d.getElementById(copy.getAttribute('data-target')).textContent;
+    }
     out.index_rows = d.querySelectorAll(
       'table.ge-index-page-validation-results-table tbody tr[data-index]').length;
   } catch (error) {
@@ -172,9 +191,14 @@ def chromium(tmp_path_factory) -> Chromium:
 
 
 def png_pixel(png: Path, x: int, y: int) -> tuple[int, int, int]:
-    """The RGB colour at (x, y) of an 8-bit, non-interlaced PNG (what Chromium writes).
+    """The RGB colour at (x, y) of an 8-bit, non-interlaced PNG (what Chromium writes)."""
+    return png_rows(png, y, y)[0][x]
 
-    Decodes only the rows down to ``y``: no imaging library needed.
+
+def png_rows(png: Path, first: int, last: int) -> list[list[tuple[int, int, int]]]:
+    """Rows ``first`` to ``last`` (RGB) of an 8-bit, non-interlaced PNG (what Chromium writes).
+
+    Decodes only the rows down to ``last``: no imaging library needed.
     """
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{png} is not a PNG"
@@ -190,12 +214,13 @@ def png_pixel(png: Path, x: int, y: int) -> tuple[int, int, int]:
     assert header is not None
     width, height, depth, colour, _, _, interlace = header
     assert depth == 8 and colour in (2, 6) and interlace == 0, header
-    assert 0 <= x < width and 0 <= y < height, (x, y, width, height)
+    assert 0 <= first <= last < height, (first, last, width, height)
     bpp = 3 if colour == 2 else 4
     stride = width * bpp
     raw = zlib.decompress(b"".join(chunks))
     previous = bytearray(stride)
-    for row in range(y + 1):
+    kept = []
+    for row in range(last + 1):
         start = row * (stride + 1)
         kind, line = raw[start], bytearray(raw[start + 1 : start + 1 + stride])
         for i in range(stride):
@@ -214,8 +239,9 @@ def png_pixel(png: Path, x: int, y: int) -> tuple[int, int, int]:
                 best = left if pa <= pb and pa <= pc else up if pb <= pc else corner
                 line[i] = (line[i] + best) & 0xFF
         previous = line
-    r, g, b = previous[x * bpp : x * bpp + 3]
-    return r, g, b
+        if row >= first:
+            kept.append([tuple(line[i : i + 3]) for i in range(0, stride, bpp)])
+    return kept
 
 
 def assert_badge_pixels(png: Path, rect: list[float], expected_css: str) -> None:
@@ -572,3 +598,70 @@ def test_an_empty_observed_value_reads_none():
     for empty in ([], {}, "", None):
         assert _observed_content(empty).string_template["params"] == {"value": "none"}
     assert _observed_content([1]).string_template["params"] == {"value": "[1]"}
+
+
+def test_the_overview_charts_five_runs_two_failing(sqlite_target, project, tmp_path, chromium):
+    """After five checks of one store, the last two failing (a row whose source is neither
+    'live' nor 'backfill', AC-1), the overview's timeline is an inline SVG drawn with no
+    script: five points in every series, the rows suite red at runs 4 and 5, and the
+    screenshot paints it."""
+    import sqlalchemy as sa
+
+    _passing_store(sqlite_target)
+    for _ in range(3):
+        assert check(project, sqlite_target).success
+    with sqlite_target.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE task_session_subagents SET source = 'replayed'"))
+    for _ in range(2):
+        report = check(project, sqlite_target)
+        assert not report.success
+    _, overview, _ = site_pages(report)
+
+    seen = chromium.probe({"overview": overview}, tmp_path)["overview"]
+    # The failed rule's query, copied offline: the button takes exactly the query's text (to
+    # the clipboard, or selected for Ctrl+C where a background frame gets no clipboard).
+    failed = [r for r in report.results if not r.success and r.query]
+    assert seen["copy_code"] in {r.query for r in failed}
+    assert seen["copy_button"] in ("Copied", "Selected: press Ctrl+C")
+    assert seen["copy_selection"] in ("", seen["copy_code"])
+    assert seen["timeline_rect"] and seen["timeline_rect"][2] > 300
+    series: dict[str, list[tuple[int, str]]] = {}
+    for label, _, _ in seen["timeline_points"]:
+        fields = dict(part.split(": ", 1) for part in label.split("; "))
+        name = fields.get("suite") or fields.get("figure") or fields.get("value")
+        series.setdefault(name, []).append((int(fields["run"]), fields.get("status", "")))
+    suites = {"activation", "writer_health", "rows", "schema", "backfill"}
+    figures = {"shortfall", "excess", "rows_since_capture"}
+    assert suites | figures | {"fully_activated"} <= set(series), sorted(series)
+    assert all(sorted(r for r, _ in points) == [1, 2, 3, 4, 5] for points in series.values())
+    assert [s for _, s in sorted(series["rows"])] == ["passed"] * 3 + ["error"] * 2
+    assert {s for _, s in series["activation"]} == {"passed"}
+
+    # The screenshot shows it: a tall window reaches the chart; the last rows point is red.
+    png = tmp_path / "timeline-overview.png"
+    chromium.run(
+        overview.as_uri(),
+        f"--screenshot={png}",
+        f"--window-size={WIDTH},4000",
+        "--virtual-time-budget=15000",  # fonts loaded, as the probe waited: the same layout
+    )
+    label, x, y = next(
+        p for p in seen["timeline_points"] if "suite: rows" in p[0] and "run: 5;" in p[0]
+    )
+    assert _painted_near(png, x, y, ERROR_POINT), label
+    keep(png, png.name)
+
+
+#: The error cross (#dc3545) as painted: Vega fills points at 70 % opacity over white.
+ERROR_POINT = (231, 114, 125)
+
+
+def _painted_near(png: Path, x: float, y: float, colour: tuple[int, int, int]) -> bool:
+    """Some pixel within 30 px of (x, y) has ``colour`` (the page may settle a few pixels
+    apart between the probe's reading and the screenshot)."""
+    rows = png_rows(png, max(int(y) - 30, 0), int(y) + 30)
+    return any(
+        all(abs(a - b) <= 20 for a, b in zip(pixel, colour, strict=True))
+        for row in rows
+        for pixel in row[max(int(x) - 30, 0) : int(x) + 30]
+    )

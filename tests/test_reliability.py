@@ -178,11 +178,15 @@ def _files_holding(folder: Path, secret: bytes) -> list[str]:
     ]
 
 
+SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
+
+
 def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog, monkeypatch):
     """A store URL with a password: check (text, json), audit, docs, history, a dry-run
-    migration and an unreachable server never show it, in output, logs (GX's at DEBUG
-    included), the JSON report, the data docs, the ledger, the validation results or any file
-    written under the project or the audit folder."""
+    migration, explain (its query and rows, as text and CSV) and an unreachable server never
+    show it, in output, logs (GX's at DEBUG included), the JSON report and its queries, the
+    data docs (the findings' queries and the timeline chart), the ledger, the validation
+    results or any file written under the project or the audit folder (queries.sql too)."""
     import kandev_dq.run.project as project_module
 
     store = activated_store(pg_target)
@@ -211,6 +215,8 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
         (("history", "--store", url, "--project", str(project)), 0),
         (("history", "--store", url, "--project", str(project), "--format", "json"), 0),
         (("migrate", "--store", url, "--dry-run"), 0),
+        (("explain", SHORTFALL, "--store", url, "--run"), 0),
+        (("explain", SHORTFALL, "--store", query_url, "--format", "csv"), 0),
         (("check", "--store", unreachable, "--project", str(project)), 2),
         (("migrate", "--store", unreachable), 2),
         (("check", "--store", url.replace("@127.0.0.1:5432", "@127.0.0.1:port")), 2),
@@ -221,7 +227,12 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
         outputs.append(out + err)
         if "json" in args and args[0] == "check":
             assert json.loads(out)["store"].startswith("postgresql://127.0.0.1:")
-    assert "cannot reach" in outputs[7] and "not a database URL" in outputs[9]
+    assert "cannot reach" in outputs[9] and "not a database URL" in outputs[11]
+    # The findings' queries and the timeline chart are among what was searched.
+    assert "SELECT " in outputs[1] and "SELECT " in outputs[7] and "toolu_1" in outputs[8]
+    assert "SELECT " in (audit_dir / "queries.sql").read_text(encoding="utf-8")
+    overview = project / "uncommitted" / "data_docs" / "local_site" / "overview.html"
+    assert "<div class='kandev-timeline'><svg" in overview.read_text(encoding="utf-8")
     for secret in (password, f"{password}2"):
         assert not [o for o in outputs if secret in o]
         assert secret not in caplog.text

@@ -342,6 +342,96 @@ def history(
         say(line)
 
 
+class ExplainFormat(StrEnum):
+    text = "text"
+    csv = "csv"
+
+
+@app.command()
+def explain(
+    expectation: Annotated[
+        str,
+        typer.Argument(
+            metavar="EXPECTATION",
+            help="An expectation, e.g. expect_no_orphan_"
+            "subagent_rows (`kandev-dq rules` lists them).",
+        ),
+    ],
+    store: StoreOption = None,
+    run: Annotated[
+        bool,
+        typer.Option(
+            "--run",
+            help="Run the query (read-only, one snapshot) and show its rows.",
+            show_default=False,
+        ),
+    ] = False,
+    output: Annotated[
+        ExplainFormat,
+        typer.Option("--format", help="csv: run the query and write every row to stdout."),
+    ] = ExplainFormat.text,
+) -> None:
+    """A rule's AC ids, its sentence and the SELECT listing every item it counts."""
+    from kandev_dq.run import inputs
+
+    inputs.expectation_name(expectation)  # vetted without GX, as the store is
+    inputs.kandev_store(store)
+    from kandev_dq.run.explain import SHOWN_ROWS
+    from kandev_dq.run.explain import explain as explained_rule
+
+    every_row = output is ExplainFormat.csv
+    found = explained_rule(store, expectation, run=run or every_row, every_row=every_row)
+    if every_row:
+        _write_csv(found)
+        return
+    say(f"{found.expectation} [{', '.join(found.rules)}] {found.severity}, suite {found.suite}")
+    say(found.sentence)
+    say(
+        one_line(
+            f"on {found.store} ({found.dialect}): "
+            f"{'passed' if found.success else 'FAILED'}: {found.message}"
+        )
+    )
+    if found.query is None:
+        say("this rule counts no rows (it judges keys, the schema or a state): no query")
+        return
+    say("query:")
+    say(found.query)
+    if found.total is None:
+        return
+    shown = found.rows[:SHOWN_ROWS]
+    if out.is_terminal:
+        table = Table(*found.columns, box=box.SIMPLE)
+        for column in table.columns:
+            column.overflow = "fold"
+        for row in shown:
+            table.add_row(*(Text(one_line(_cell(row.get(c)))) for c in found.columns))
+        out.print(table)
+    else:  # whole lines for pipes and files, tab-separated
+        print("\t".join(found.columns))
+        for row in shown:
+            print("\t".join(one_line(_cell(row.get(c))) for c in found.columns))
+    more = f", the first {len(shown)} shown" if found.total > len(shown) else ""
+    say(f"{found.total} row(s){more}")
+
+
+def _cell(value: object) -> str:
+    return "NULL" if value is None else str(value)
+
+
+def _write_csv(found) -> None:
+    import csv
+
+    from kandev_dq.text import csv_cell
+
+    if found.query is None:
+        raise KandevDqError(f"{found.expectation} counts no rows: nothing to write as CSV")
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(found.columns)
+    for row in found.rows:
+        writer.writerow([csv_cell(row.get(c)) for c in found.columns])
+
+
 @app.command()
 def docs(
     project: ProjectOption = None,

@@ -71,3 +71,17 @@ _NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
 def xml_text(text: object) -> str:
     """:func:`one_line`, safe as XML character data or an attribute value once serialised."""
     return _NOT_XML.sub(lambda match: _escaped(match[0]), one_line(text))
+
+
+#: What a spreadsheet reads as the start of a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@")
+
+
+def csv_cell(value: object) -> object:
+    """A value for a CSV cell a spreadsheet opens: control characters escaped (newlines kept,
+    CSV quotes them), text a spreadsheet would run as a formula prefixed with ``'``. Numbers
+    and NULL stay as they are."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = printable(value)
+    return f"'{text}" if text.startswith(_FORMULA_START) else text

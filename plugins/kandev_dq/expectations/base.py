@@ -8,6 +8,7 @@ one sentence saying what it checks, and a ``judge`` turning facts into a :class:
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 from collections.abc import Callable, Mapping
@@ -28,13 +29,18 @@ from great_expectations.render import (
 )
 from great_expectations.render.renderer.renderer import renderer
 
+from kandev_dq.sql.listing import Listing
 from kandev_dq.store.snapshot import facts_for
+
+#: Each registered family of facts: metric name -> (compute, the value keys it takes).
+FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...]]] = {}
 
 
 def register_facts(
     name: str, compute: Callable[..., Mapping[str, Any]], value_keys: tuple[str, ...] = ()
 ) -> str:
     """Register GX metric ``name`` computing one family of facts; return the metric name."""
+    FACTS_FAMILIES[name] = (compute, value_keys)
 
     def _sqlalchemy(
         cls,
@@ -71,6 +77,8 @@ class Finding:
     unexpected_count: int | None = None
     sample: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    #: The query listing every counted item, for a rule that counts rows, messages or keys.
+    listing: Listing | None = None
 
 
 def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
@@ -84,6 +92,7 @@ def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
         message=message,
         unexpected_count=count,
         sample=part["sample"],
+        listing=part.get("listing"),
     )
 
 
@@ -130,10 +139,22 @@ class KandevExpectation(BatchExpectation):
     def judge(self, facts: dict[str, Any]) -> Finding:
         raise NotImplementedError
 
+    def listing(self, facts: dict[str, Any]) -> Listing | None:
+        """The query listing every item this rule counts, where its judge did not attach it
+        (a rule that counts no rows has none)."""
+        return None
+
+    def finding(self, facts: dict[str, Any]) -> Finding:
+        """The verdict on ``facts``, carrying the rule's listing query whether or not it failed."""
+        found = self.judge(facts)
+        if found.listing is None:
+            found.listing = self.listing(facts)
+        return found
+
     def _validate(
         self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
     ):
-        return self.result_of(self.judge(metrics[self.facts]))
+        return self.result_of(self.finding(metrics[self.facts]))
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
         """A finding in GX's result shape (details carry the one-line message and AC ids).
@@ -146,6 +167,9 @@ class KandevExpectation(BatchExpectation):
             details["sample_cut"] = (
                 f"{len(sample)} of {len(finding.sample)} sampled rows kept (result size bound)"
             )
+        if not finding.success and finding.listing is not None:
+            # Reproducible: the SELECT listing every item counted, values inlined.
+            details["query"] = finding.listing.sql()
         return {
             "success": finding.success,
             "result": {
@@ -225,10 +249,13 @@ class KandevExpectation(BatchExpectation):
         cls, configuration=None, result=None, runtime_configuration=None, **kw
     ):
         rows = (result.result or {}).get("partial_unexpected_list") if result else None
+        query = ((result.result or {}).get("details") or {}).get("query") if result else None
+        listed = [listing_block(query, result.result.get("unexpected_count"))] if query else []
         if not rows:
-            return None
+            return listed or None
         columns = list(dict.fromkeys(key for row in rows for key in row))
         return [
+            *listed,
             RenderedTableContent(
                 content_block_type="table",
                 # GX inserts plain strings into the page verbatim: row values are escaped here.
@@ -237,8 +264,29 @@ class KandevExpectation(BatchExpectation):
                     [html.escape(_short(row.get(column))) for column in columns] for row in rows
                 ],
                 styling={"body": {"classes": ["table", "table-bordered", "table-sm", "mt-3"]}},
-            )
+            ),
         ]
+
+
+def listing_block(query: str, count: int | None) -> RenderedStringTemplateContent:
+    """A failed rule's listing query as data docs show it: collapsed, with a copy button that
+    needs no network (``static/kandev/copy.js``); without script it stays selectable text.
+    The query is a template param, so GX escapes it; its newlines stay (a ``pre`` block)."""
+    ident = "kandev-query-" + hashlib.sha256(query.encode()).hexdigest()[:12]
+    return RenderedStringTemplateContent(
+        content_block_type="string_template",
+        string_template={
+            "template": (
+                "<details class='kandev-query'><summary>The SQL listing the $count counted "
+                "item(s): run it read-only in sqlite3 or psql</summary>"
+                f"<button type='button' class='btn btn-sm btn-outline-secondary kandev-copy' "
+                f"data-target='{ident}'>Copy</button>"
+                f"<pre class='kandev-query-text'><code id='{ident}'>$query</code></pre></details>"
+            ),
+            "params": {"count": "?" if count is None else str(count), "query": query},
+            "styling": {"classes": ["d-block", "mt-2"]},
+        },
+    )
 
 
 def severity_word(gx_severity: str | None) -> str:

@@ -71,6 +71,9 @@ class ExpectNoWriterShortfallSinceCaptureSince(_HealthExpectation):
         "Every qualifying subagent message since capture_since has a subagent row (shortfall 0)"
     )
 
+    def listing(self, facts: dict[str, Any]):
+        return facts.get("shortfall", {}).get("listing")
+
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["not_run"] is not None:
             return Finding(
@@ -129,6 +132,9 @@ class ExpectNoWriterExcessSinceCaptureSince(_HealthExpectation):
     rule_text: ClassVar[str] = "Every subagent row since capture_since has a subagent message"
 
     needs_rows: ClassVar[bool] = True
+
+    def listing(self, facts: dict[str, Any]):
+        return facts.get("excess", {}).get("listing")
 
     def judge_compared(self, facts: dict[str, Any]) -> Finding:
         part = facts["excess"]
@@ -202,6 +208,9 @@ class ExpectWriterToHaveWrittenSinceCaptureSince(_HealthExpectation):
     rule_text: ClassVar[str] = (
         "The writer has observed a subagent since capture_since when qualifying messages exist"
     )
+
+    def listing(self, facts: dict[str, Any]):
+        return facts.get("qualifying_listing")
 
     def judge_compared(self, facts: dict[str, Any]) -> Finding:
         latest = facts["latest_observed_at"]

@@ -49,6 +49,9 @@ class _RowExpectation(KandevExpectation):
             return unavailable
         return counted(facts["rules"][self.rule], self.noun, self.fix)
 
+    def listing(self, facts: dict[str, Any]):
+        return facts["rules"].get(self.rule, {}).get("listing")
+
     def not_applicable(self, facts: dict[str, Any]) -> Finding | None:
         if not facts["table_exists"]:
             return Finding(
@@ -319,6 +322,9 @@ class ExpectSubagentRowsWhenQualifyingMessagesExist(_RowExpectation):
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-21", "AC-26")
     rule_text: ClassVar[str] = "Subagent rows exist when qualifying subagent messages exist"
+
+    def listing(self, facts: dict[str, Any]):
+        return facts.get("qualifying_listing")
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         observed = {"rows": facts["rows"], "qualifying_messages": facts["qualifying_messages"]}

@@ -37,6 +37,9 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
     rules: ClassVar[tuple[str, ...]] = ("AC-23b",)
     rule_text: ClassVar[str] = "Every message's metadata is JSON (or NULL, '' or 'null')"
 
+    def listing(self, facts: dict[str, Any]):
+        return facts["metadata"].get("listing")
+
     def judge(self, facts: dict[str, Any]) -> Finding:
         part = facts["metadata"]
         count = part["count"]
@@ -105,6 +108,9 @@ class ExpectTimestampsInRecognisedUtcForm(KandevExpectation):
     rules: ClassVar[tuple[str, ...]] = ("AC-24e",)
     rule_text: ClassVar[str] = "Every compared timestamp is stored in a recognised UTC text form"
 
+    def listing(self, facts: dict[str, Any]):
+        return facts["timestamps"].get("listing")
+
     def judge(self, facts: dict[str, Any]) -> Finding:
         part = facts["timestamps"]
         if not part["applicable"]:
@@ -151,6 +157,9 @@ class ExpectTimestampsToBeWithinRange(KandevExpectation):
     facts: ClassVar[str] = STORED_TEXT
     rules: ClassVar[tuple[str, ...]] = ("§1-timestamps", "AC-24e")
     rule_text: ClassVar[str] = "Every compared timestamp lies between 0001-01-02 and now + 1 day"
+
+    def listing(self, facts: dict[str, Any]):
+        return facts["out_of_range"].get("listing")
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         part = facts["out_of_range"]

@@ -37,6 +37,7 @@ from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, re
 from kandev_dq.facts.shapes import BackfillFacts
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
 from kandev_dq.sql.messages import count_and_sample, every_document_parsed
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
@@ -161,17 +162,21 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         expected_rows = conn.execute(
             sa.select(sa.func.count()).select_from(cmp.mapping)
         ).scalar_one()
-    winner: Part = {"count": 0, "sample": []}
-    if counts["winner"]:  # one row per backfill row, whichever losers it matches
-        stmt = (
-            sa.select(*key, *shown["winner"], sa.func.min(losers.lost.id).label("loser_id"))
-            .select_from(losers.joined)
-            .where(losers.candidates, losers.carried)
-            .group_by(*key, *shown["winner"])
-            .order_by(*order)
-        )
-        count, sample = count_and_sample(conn, stmt)
-        winner = {"count": count, "sample": sample}
+    # One row per backfill row, whichever losers it matches (AC-21b).
+    carrying_losers = (
+        sa.select(*key, *shown["winner"], sa.func.min(losers.lost.id).label("loser_id"))
+        .select_from(losers.joined)
+        .where(losers.candidates, losers.carried)
+        .group_by(*key, *shown["winner"])
+        .order_by(*order)
+    )
+    winner: Part = {
+        "count": 0,
+        "sample": [],
+        "listing": listing_of(conn, carrying_losers, "row carries a losing message's values"),
+    }
+    if counts["winner"]:  # only candidates are joined to the losers
+        winner["count"], winner["sample"] = count_and_sample(conn, carrying_losers)
     return {
         "evaluable": True,
         "reason": "",

@@ -36,6 +36,7 @@ from kandev_dq.contract.tables import subagents
 from kandev_dq.facts.shapes import HealthFacts
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
+from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.messages import display, sample_of
 from kandev_dq.sql.scan import count_when, part
@@ -91,6 +92,25 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
         conn,
         int(counts.shortfall),
         missing.order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
+        "qualifying key without a row since capture_since",
+    )
+    # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
+    # qualifying key since then is one it did not write.
+    silent = [k.qualifying == 1]
+    if shape.table_exists:
+        since = subagents.alias("observed_since")  # never correlated with the ledger's rows
+        silent.append(
+            ~sa.select(sa.literal(1))
+            .select_from(since)
+            .where(at_or_after(since.c.observed_at, bound))
+            .exists()
+        )
+    facts["qualifying_listing"] = listing_of(
+        conn,
+        sa.select(k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at)
+        .where(*silent)
+        .order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
+        "qualifying key, and no row observed since capture_since",
     )
     if not shape.table_exists:
         facts["latest_observed_at"] = None
@@ -103,6 +123,7 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
         conn,
         int(counts.excess),
         unmatched.order_by(k.first_observed_at, k.task_session_id, k.tool_call_id),
+        "row key without a subagent message since capture_since",
     )
     keys, rows = int(counts.keys), int(counts.rows)
     facts["latest_observed_at"] = display(counts.latest)

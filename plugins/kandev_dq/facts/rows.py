@@ -32,6 +32,7 @@ from kandev_dq.contract.tables import (
 )
 from kandev_dq.facts.shapes import RowFacts
 from kandev_dq.sql.dialect import utc_instant, utc_instant_latest
+from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.scan import Counted, count_when, counted_scan
 from kandev_dq.store.observe import observe_subagents
@@ -193,7 +194,7 @@ def row_facts(conn: sa.Connection) -> RowFacts:
         "rules": {},
     }
     if not shape.table_exists:
-        facts["qualifying_messages"] = _qualifying_messages(conn)
+        facts["qualifying_messages"], facts["qualifying_listing"] = _qualifying_messages(conn)
         return facts
     rules = _rules(amended)
     scanned = _scanned(amended, with_key_counts=True)
@@ -217,9 +218,10 @@ def row_facts(conn: sa.Connection) -> RowFacts:
         )
         for name, (pred, shown) in rules.items()
     }
+    # Uniqueness counts keys (the first row of each duplicated key) and the rows they hold.
+    first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
     extra = [
-        # Uniqueness counts keys (the first row of each duplicated key) and the rows they hold.
-        count_when(sa.and_(c.key_rows > 1, c.key_rank == 1)).label("duplicate_keys"),
+        count_when(first_of_duplicated_key).label("duplicate_keys"),
         *(count_when(c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS),
         count_when(c.agent_status == "completed").label("completed_rows"),
         sa.func.count().label("rows"),
@@ -228,7 +230,7 @@ def row_facts(conn: sa.Connection) -> RowFacts:
     facts["rows"] = int(counts["rows"])
     if not facts["rows"]:
         # Only an empty table needs the messages read (the emptiness rule's other side).
-        facts["qualifying_messages"] = _qualifying_messages(conn)
+        facts["qualifying_messages"], facts["qualifying_listing"] = _qualifying_messages(conn)
     facts["completed_rows"] = int(counts["completed_rows"])
     facts["empty_by_column"] = {
         name: int(counts[f"empty:{name}"])
@@ -236,6 +238,19 @@ def row_facts(conn: sa.Connection) -> RowFacts:
         if counts[f"empty:{name}"]
     }
     facts["rules"]["duplicate_rows"]["keys"] = int(counts["duplicate_keys"])
+    # The rule counts keys (AC-3): its listing is one row per duplicated key, from the same scan.
+    facts["rules"]["duplicate_rows"]["listing"] = listing_of(
+        conn,
+        sa.select(
+            *(c[name] for name in facts["key"]),
+            c.key_rows,
+            c.id.label("first_row_id"),
+            c.observed_at,
+        )
+        .where(first_of_duplicated_key)
+        .order_by(*(c[name] for name in facts["key"])),
+        "rows share this key",
+    )
     return facts
 
 
@@ -249,7 +264,14 @@ def _sample(table: sa.Subquery, pred: Predicate, columns: list[str]) -> sa.Selec
     )
 
 
-def _qualifying_messages(conn: sa.Connection) -> int:
-    """Messages satisfying the AC-21 source predicate (what a backfill would copy)."""
+def _qualifying_messages(conn: sa.Connection) -> tuple[int, Listing]:
+    """Messages satisfying the AC-21 source predicate (what a backfill would copy): how many,
+    and the listing of them."""
     sm = subagent_messages()
-    return conn.execute(sa.select(sa.func.count()).where(qualifies(sm))).scalar_one()
+    count = conn.execute(sa.select(sa.func.count()).where(qualifies(sm))).scalar_one()
+    every = (
+        sa.select(sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at)
+        .where(qualifies(sm))
+        .order_by(sm.c.created_at, sm.c.id)
+    )
+    return count, listing_of(conn, every, "qualifying message without a row")

@@ -10,6 +10,7 @@ function's real output against these declarations on both dialects.
 # ``NotRequired`` and would list every key as required.
 from typing import Any, NotRequired, TypedDict
 
+from kandev_dq.sql.listing import Listing
 from kandev_dq.sql.scan import Part
 
 #: A row of a sample or a disclosure table, column name -> shown value.
@@ -82,6 +83,8 @@ class HealthFacts(TypedDict):
     latest_observed_at: NotRequired[str | None]
     excess: NotRequired[Part]
     collisions: NotRequired[Collisions]
+    #: every qualifying key since capture_since, listed (what a silent writer left unwritten)
+    qualifying_listing: NotRequired[Listing]
 
 
 class RulePart(Part):
@@ -99,6 +102,8 @@ class RowFacts(TypedDict):
     qualifying_messages: int | None
     rows: int
     rules: dict[str, RulePart]
+    #: the qualifying messages, listed, when they were counted (no table, or an empty one)
+    qualifying_listing: NotRequired[Listing]
     completed_rows: NotRequired[int]
     empty_by_column: NotRequired[dict[str, int]]
 

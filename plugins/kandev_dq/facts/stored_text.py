@@ -38,6 +38,7 @@ from kandev_dq.sql.dialect import (
     recognised_utc_text,
     repeated_member,
 )
+from kandev_dq.sql.listing import listing_of, listing_of_union, union_of
 from kandev_dq.sql.mapping import READ_PATHS, fenced
 from kandev_dq.sql.messages import (
     Unreadable,
@@ -118,21 +119,28 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
         "count": sum(v["count"] for v in found_beyond.values()),
         "by_column": {k: v["count"] for k, v in found_beyond.items()},
         "sample": [row for v in found_beyond.values() for row in v["sample"]][:_SAMPLE],
+        # One listing row per (row, column) counted, as the count sums them.
+        "listing": union_of([v["listing"] for v in beyond.values()]),
     }
     if not sqlite:
         facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
         return facts
     sample: list[dict[str, Any]] = []
+    misread_listed = []
     for qualified, count in timestamps.items():
+        table_name, column_name = qualified.split(".")
+        table = m if table_name == m.name else subagents
+        reason = f"{column_name} is in no recognised UTC text form"
+        misread_listed.append((_misread_rows(table, column_name), reason))
         if count and len(sample) < _SAMPLE:
-            table_name, column_name = qualified.split(".")
-            table = m if table_name == m.name else subagents
             sample += _misread_sample(conn, table, column_name, _SAMPLE - len(sample))
     facts["timestamps"] = {
         "applicable": True,
         "count": sum(timestamps.values()),
         "by_column": {k: v for k, v in timestamps.items() if v},
         "sample": sample,
+        # One listing row per (row, column) counted, as the count sums them.
+        "listing": listing_of_union(conn, misread_listed),
     }
     return facts
 
@@ -162,14 +170,16 @@ def _repeated(docs: sa.Subquery) -> Counted:
         sa.cast(docs.c.created_at, sa.Text).label("created_at"),
         sa.func.substr(sa.cast(docs.c.doc, sa.Text), 1, _SHOWN_CHARS).label("metadata"),
     )
-    return Counted(when=repeated, sample=named.where(repeated).order_by(docs.c.id))
+    return Counted(
+        when=repeated,
+        sample=named.where(repeated).order_by(docs.c.id),
+        reason="a member name the reading takes is repeated",
+    )
 
 
 def _unreadable_sample(
     conn: sa.Connection, count: int, ids: tuple[str, ...] | None
 ) -> dict[str, Any]:
-    if not count:
-        return {"count": 0, "sample": []}
     m = task_session_messages
     stmt = sa.select(
         m.c.id,
@@ -180,9 +190,19 @@ def _unreadable_sample(
     if ids is None:
         stmt = stmt.where(unreadable_sqlite(m.c.metadata))
     else:
-        stmt = stmt.where(sa.or_(m.c.id.in_(ids[:_SAMPLE]), _too_deep(ids)))
-    rows = conn.execute(stmt.order_by(m.c.id).limit(_SAMPLE)).mappings()
-    return {"count": count, "sample": [{k: display(v) for k, v in row.items()} for row in rows]}
+        # PostgreSQL cannot test text for JSON without aborting (before version 16): the
+        # located ids stand for that test, in the listing too.
+        stmt = stmt.where(sa.or_(m.c.id.in_(ids), _too_deep(ids)))
+    stmt = stmt.order_by(m.c.id)
+    listing = listing_of(conn, stmt, "metadata is not JSON")
+    if not count:
+        return {"count": 0, "sample": [], "listing": listing}
+    rows = conn.execute(stmt.limit(_SAMPLE)).mappings()
+    return {
+        "count": count,
+        "sample": [{k: display(v) for k, v in row.items()} for row in rows],
+        "listing": listing,
+    }
 
 
 def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
@@ -190,22 +210,25 @@ def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
     return metadata_too_deep(m.c.metadata, id_column=m.c.id, excluded=ids)
 
 
-def _misread_sample(
-    conn: sa.Connection, table: sa.Table, column_name: str, limit: int
-) -> list[dict[str, Any]]:
+def _misread_rows(table: sa.Table, column_name: str) -> sa.Select:
     column = table.c[column_name]
-    stmt = (
+    return (
         sa.select(
-            sa.literal(table.name).label("table"),
-            sa.literal(column_name).label("column"),
+            sa.literal(table.name, sa.Text).label("table"),
+            sa.literal(column_name, sa.Text).label("column"),
             table.c.id,
             sa.func.typeof(column).label("stored_type"),
             sa.func.substr(sa.cast(column, sa.Text), 1, 40).label("value"),
         )
         .where(_misread(column))
         .order_by(table.c.id)
-        .limit(limit)
     )
+
+
+def _misread_sample(
+    conn: sa.Connection, table: sa.Table, column_name: str, limit: int
+) -> list[dict[str, Any]]:
+    stmt = _misread_rows(table, column_name).limit(limit)
     # Raw, not display()ed: the point is to show the text exactly as stored.
     return [dict(row) for row in conn.execute(stmt).mappings()]
 
@@ -214,9 +237,13 @@ def _beyond_in(source, table_name: str, name: str) -> Counted:
     """Instants no clock can have written in one column (CONTRACT §1 timestamps)."""
     beyond = beyond_any_clock(source.c[name])
     named = sa.select(
-        sa.literal(table_name).label("table"),
-        sa.literal(name).label("column"),
+        sa.literal(table_name, sa.Text).label("table"),
+        sa.literal(name, sa.Text).label("column"),
         source.c.id,
         sa.cast(source.c[name], sa.Text).label("value"),
     )
-    return Counted(when=beyond, sample=named.where(beyond).order_by(source.c.id))
+    return Counted(
+        when=beyond,
+        sample=named.where(beyond).order_by(source.c.id),
+        reason=f"{name} holds an instant no clock can have written",
+    )

@@ -3,7 +3,8 @@
 The folder holds a copy of the project's data docs site as the run left it
 (``data_docs/index.html``), ``summary.json`` (exactly what ``check --format json`` prints) and
 ``SUMMARY.md`` for a reviewer: store (no password), dialect, activation state and keys,
-verdict, the failed and warned rules with their AC ids, the kandev-dq version and when it ran.
+verdict, the failed and warned rules with their AC ids, the kandev-dq version and when it ran;
+and ``queries.sql``: one commented block per failed rule, the SELECT listing what it counted.
 A folder is written only if it is new, empty, or an earlier audit (it carries a marker file);
 rewriting an earlier audit replaces only what an audit writes.
 """
@@ -20,14 +21,15 @@ from pathlib import Path
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.check import CheckReport, run_check, verdict_line
 from kandev_dq.run.checkpoint import Progress
-from kandev_dq.text import markdown_code, markdown_text
+from kandev_dq.text import markdown_code, markdown_text, one_line
 
 CHECKPOINT = "pre_release"
 MARKER = ".kandev-dq-audit"
 SITE = "data_docs"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "SUMMARY.md"
-WRITTEN = (SITE, SUMMARY_JSON, SUMMARY_MD)
+QUERIES_SQL = "queries.sql"
+WRITTEN = (SITE, SUMMARY_JSON, SUMMARY_MD, QUERIES_SQL)
 
 
 @dataclass
@@ -87,6 +89,7 @@ def run_audit(
         json.dumps(report.to_json(), default=str, indent=2) + "\n", encoding="utf-8"
     )
     (out / SUMMARY_MD).write_text(summary_markdown(report, ran_at, copied is not None), "utf-8")
+    (out / QUERIES_SQL).write_text(queries_sql(report, ran_at), encoding="utf-8")
     return AuditResult(out, report, ran_at, copied)
 
 
@@ -136,6 +139,8 @@ def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) ->
         "## Files",
         "",
         f"- `{SUMMARY_JSON}`: the full report, as `kandev-dq check --format json` prints it.",
+        f"- `{QUERIES_SQL}`: for each failed rule, the SELECT listing every item it counted "
+        f"({report.dialect}; run it read-only).",
     ]
     if has_site:
         lines.append(
@@ -143,4 +148,32 @@ def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) ->
         )
     else:
         lines.append("- No data docs: the project has no local data docs site.")
+    return "\n".join(lines) + "\n"
+
+
+def queries_sql(report: CheckReport, ran_at: str) -> str:
+    """Every failed rule's listing query, each after ``--`` comment lines naming the rule, its
+    AC ids, severity and finding. Comment text is one line each (store values quoted in a
+    finding cannot end the comment); the queries run as they are in sqlite3 or psql."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    listed = sorted(
+        (r for r in report.results if not r.success and r.query),
+        key=lambda r: (order.get(r.severity, 3), r.suite, r.expectation),
+    )
+    lines = [
+        f"-- kandev-dq audit, {CHECKPOINT} on {one_line(report.store)} ({report.dialect}), "
+        f"{ran_at}",
+        "-- Each query lists every item its rule counted: as many rows as unexpected_count.",
+        "-- Read-only: run in sqlite3 (-readonly) or in psql inside BEGIN READ ONLY.",
+    ]
+    if not listed:
+        lines += ["", "-- No failed rule counts rows: no query."]
+    for rule in listed:
+        lines += [
+            "",
+            f"-- {rule.expectation} [{', '.join(rule.rules)}] {rule.severity}, "
+            f"suite {rule.suite}: {rule.unexpected_count} counted",
+            f"-- {one_line(rule.message)}",
+            rule.query or "",
+        ]
     return "\n".join(lines) + "\n"

@@ -54,7 +54,11 @@ from jinja2 import ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.states import explain_state
+from kandev_dq.expectations.base import listing_block
+from kandev_dq.report.history import Timeline, timeline
+from kandev_dq.report.timeline_chart import timeline_svg
 from kandev_dq.run import gx_adapter
+from kandev_dq.run.checkpoint import parse_run_name
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 
@@ -184,6 +188,8 @@ class Overview:
     runs: list[Run]
     activation: SuiteRun | None = None
     health: SuiteRun | None = None
+    #: The latest run's store over its last runs (:func:`kandev_dq.report.history.timeline`).
+    timeline: Timeline | None = None
 
     @property
     def latest(self) -> Run | None:
@@ -251,6 +257,9 @@ def collect_overview(context) -> Overview:
 
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)
+    parsed = parse_run_name(keys[0].run_id.run_name) if keys else None
+    if parsed:  # a run kandev-dq named: its store's runs are charted
+        overview.timeline = timeline(context, parsed[1])
     return overview
 
 
@@ -747,10 +756,34 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
                     "$rule <span class='text-muted'>($ac)</span>",
                     {"rule": _rule_text(rule.expectation), "ac": ", ".join(rule.rules)},
                 ),
-                _esc(rule.message),
+                [_string("$m", {"m": _short(rule.message)})]
+                + ([listing_block(rule.query, rule.unexpected_count)] if rule.query else []),
             ]
         )
     blocks.append(_table(["severity", "suite", "rule (AC ids)", "finding"], rows))
+    return RenderedSectionContent(content_blocks=blocks, section_name=name)
+
+
+def _timeline_section(overview: Overview) -> RenderedSectionContent:
+    """The store's last runs as a chart (inline SVG, no script): when each suite started
+    failing and at what severity, the writer-health figures, the state and the keys."""
+    name = "Timeline"
+    series = overview.timeline
+    blocks: list[Any] = [
+        _title(
+            name,
+            "this store's last $n run(s), oldest first; "
+            "<code>kandev-dq history --format json</code> gives the same series",
+            {"n": str(len(series.points) if series else 0)},
+        )
+    ]
+    if series is None or not series.points:
+        blocks.append(_block("No run of this store to chart yet.", classes=["text-muted"]))
+        return RenderedSectionContent(content_blocks=blocks, section_name=name)
+    # The SVG is kandev-dq's own markup (Vega escapes its text): the template, not a param.
+    # GX's template step turns newlines into <br> and reads $names: neither may survive.
+    svg = timeline_svg(series).replace("\n", " ").replace("$", "&#36;")
+    blocks.append(_block(f"<div class='kandev-timeline'>{svg}</div>"))
     return RenderedSectionContent(content_blocks=blocks, section_name=name)
 
 
@@ -759,6 +792,7 @@ def overview_document(overview: Overview) -> RenderedDocumentContent:
         sections=[
             _state_section(overview),
             _findings_section(overview),
+            _timeline_section(overview),
             _population_section(overview),
             _health_section(overview),
             _runs_section(overview),

@@ -61,3 +61,13 @@ def kandev_store(target: str | None) -> None:
     from kandev_dq.store.access import open_store
 
     open_store(target, read_only=True).dispose()
+
+
+def expectation_name(name: str) -> str:
+    """``name`` if kandev-dq's suites hold that expectation (the rule index, read without GX)."""
+    from kandev_dq.contract.rule_index import RULE_INDEX
+
+    known = [rule.expectation for rule in RULE_INDEX]
+    if name not in known:
+        raise KandevDqError(f"no expectation {name!r} (`kandev-dq rules` lists them)")
+    return name

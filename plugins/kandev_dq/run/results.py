@@ -25,6 +25,8 @@ class RuleResult:
     unexpected_count: int | None
     message: str
     suite: str = ""  #: the GX suite that ran the rule ("" where the caller did not say)
+    #: A failed rule's SELECT listing every item it counted (None where it counts no rows).
+    query: str | None = None
 
 
 def failing_severities(fail_on: str) -> tuple[str, ...]:
@@ -55,6 +57,7 @@ def rule_result(result, suite: str = "") -> RuleResult:
         unexpected_count=body.get("unexpected_count"),
         message=message,
         suite=suite,
+        query=details.get("query"),
     )
 
 

@@ -178,6 +178,18 @@ class InstantParam(TypeDecorator):
         instant = value if isinstance(value, Instant) else Instant.from_datetime(value)
         return instant.bound() if dialect.name == "postgresql" else fixed_text(instant)
 
+    def literal_processor(self, dialect):
+        """Inlined (a finding's listing query): the very value the bound parameter carries, as
+        a literal the dialect reads exactly in any session time zone (AC-24e)."""
+
+        def render(value) -> str:
+            bound = self.process_bind_param(value, dialect)
+            if dialect.name == "postgresql":
+                return f"TIMESTAMP WITH TIME ZONE '{bound.isoformat(sep=' ')}'"
+            return f"'{bound}'"
+
+        return render
+
 
 def instant_param(name: str, value: Instant | datetime) -> sa.BindParameter:
     """A key (or instant) bound as a parameter, never pasted into SQL."""

@@ -10,29 +10,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import sqlalchemy as sa
 
+from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.messages import sample_of
 
 
 class Part(TypedDict):
-    """How many rows broke one condition, and a capped sample of them."""
+    """How many rows broke one condition, a capped sample of them, and the query listing them
+    all (compiled only when asked for)."""
 
     count: int
     sample: list[dict[str, Any]]
+    listing: NotRequired[Listing]
 
 
 @dataclass(frozen=True)
 class Counted:
     """One condition of a scan: the rows it flags (``when``) and how to sample them (``sample``,
     ordered and carrying primary keys; None when only the count is reported). ``count``
-    replaces the row count when the condition is counted another way (a scalar subquery)."""
+    replaces the row count when the condition is counted another way (a scalar subquery).
+    The sample, unlimited, is also the rule's listing query; ``reason`` says in it why a row
+    is listed (the condition's name by default)."""
 
     when: sa.ColumnElement[bool] | None = None
     sample: sa.Select | None = None
     count: sa.ColumnElement | None = None
+    reason: str = ""
 
 
 def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
@@ -40,10 +46,14 @@ def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
-def part(conn: sa.Connection, count: int, sample: sa.Select | None) -> Part:
-    """A count read by the counting statement, with a capped sample only when non-zero."""
+def part(conn: sa.Connection, count: int, sample: sa.Select | None, reason: str = "") -> Part:
+    """A count read by the counting statement, with a capped sample only when non-zero, and
+    (given a ``reason``) the listing of every counted row the sample is taken from."""
     shown = sample_of(conn, sample) if count and sample is not None else []
-    return {"count": count, "sample": shown}
+    found: Part = {"count": count, "sample": shown}
+    if reason and sample is not None:
+        found["listing"] = listing_of(conn, sample, reason)
+    return found
 
 
 def counted_scan(
@@ -68,7 +78,7 @@ def counted_scan(
         stmt = stmt.where(where)
     row = conn.execute(stmt).mappings().one()
     parts = {
-        name: part(conn, int(row[name]), c.sample)
+        name: part(conn, int(row[name]), c.sample, c.reason or name.replace("_", " "))
         for name, c in conditions.items()
         if c.sample is not None
     }

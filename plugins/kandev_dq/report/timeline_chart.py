@@ -1,0 +1,145 @@
+"""The overview's timeline: a store's last runs drawn as a chart, inline SVG in the page.
+
+Why Altair and ``vl-convert-python``: Altair (already installed with GX) declares the chart
+as a Vega-Lite spec, and vl-convert renders that spec to SVG inside this process (its own
+embedded Vega, no browser, no network). The SVG goes into ``overview.html`` as markup, so the
+chart needs no JavaScript and no CDN: it reads offline, in a screenshot, in an audit folder
+and with scripts blocked. GX's own chart path (Vega-Embed in the page) loads its scripts from
+a CDN and draws nothing without them; a hand-drawn SVG would be a second chart library to
+keep. Store values never reach the chart: its text is suite, state, key and figure names of
+kandev-dq's own, and run numbers; the SVG is escaped by Vega.
+
+The series come from one function, :func:`kandev_dq.report.history.timeline`, which
+``history --format json`` prints as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kandev_dq.report.history import SEVERITY_ORDER, Timeline
+
+#: A verdict's colour: as the rest of the docs colour them (Bootstrap's success, danger,
+#: the darker warning the CSS uses, info).
+STATUS_COLOURS = {
+    "passed": "#28a745",
+    "error": "#dc3545",
+    "warning": "#946200",
+    "info": "#17a2b8",
+}
+WIDTH = 640
+
+
+def timeline_spec(series: Timeline) -> dict[str, Any]:
+    """The Vega-Lite spec of the timeline: per suite the verdict of each run, the
+    writer-health figures, the activation state, and the keys present (the first point of a
+    key is the run it was first seen in)."""
+    import altair as alt
+
+    runs = [p.run for p in series.points]
+    x = alt.X(
+        "run:O",
+        title="run (oldest first)",
+        scale=alt.Scale(domain=runs),
+        axis=alt.Axis(labelAngle=0),
+    )
+
+    def tooltip(*fields: str) -> list:
+        return [alt.Tooltip("run:O"), alt.Tooltip("run_time:N", title="time (UTC)"), *fields]
+
+    suites = (
+        alt.Chart(
+            alt.Data(
+                values=[
+                    {"run": p.run, "run_time": p.run_time, "suite": suite, "status": status}
+                    for p in series.points
+                    for suite, status in p.suites.items()
+                ]
+            ),
+            title="Suites: passed, or the worst severity that failed",
+        )
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=x,
+            y=alt.Y("suite:N", title=None),
+            color=alt.Color(
+                "status:N",
+                scale=alt.Scale(domain=list(STATUS_COLOURS), range=list(STATUS_COLOURS.values())),
+                title="verdict",
+            ),
+            shape=alt.Shape(
+                "status:N",
+                scale=alt.Scale(
+                    domain=["passed", *SEVERITY_ORDER],
+                    range=["circle", "cross", "triangle-up", "diamond"],
+                ),
+                title="verdict",
+            ),
+            tooltip=tooltip("suite:N", "status:N"),
+        )
+    )
+
+    health = (
+        alt.Chart(
+            alt.Data(
+                values=[
+                    {"run": p.run, "run_time": p.run_time, "figure": figure, "value": value}
+                    for p in series.points
+                    for figure, value in p.health.items()
+                    if value is not None
+                ]
+            ),
+            title="Writer health since capture_since (AC-26, AC-27)",
+        )
+        .mark_line(point=True)
+        .encode(
+            x=x,
+            y=alt.Y("value:Q", title="keys / rows"),
+            color=alt.Color("figure:N", title="figure"),
+            tooltip=tooltip("figure:N", "value:Q"),
+        )
+    )
+
+    activation = (
+        alt.Chart(
+            alt.Data(
+                values=[
+                    {"run": p.run, "run_time": p.run_time, "series": "state", "value": p.state}
+                    for p in series.points
+                    if p.state is not None
+                ]
+                + [
+                    {"run": p.run, "run_time": p.run_time, "series": "key present", "value": key}
+                    for p in series.points
+                    for key in p.keys_present or []
+                ]
+            ),
+            title="Activation state (AC-24c) and the keys present",
+        )
+        .mark_point(filled=True, size=70, shape="square")
+        .encode(
+            x=x,
+            y=alt.Y("value:N", title=None),
+            color=alt.Color("series:N", title="row"),
+            tooltip=tooltip("series:N", "value:N"),
+        )
+    )
+    # Each chart keeps its own colours and legend: a verdict, a figure and a key are unrelated.
+    return (
+        alt.vconcat(
+            suites.properties(width=WIDTH, height=110),
+            health.properties(width=WIDTH, height=140),
+            activation.properties(width=WIDTH, height=110),
+        )
+        .resolve_scale(color="independent", shape="independent")
+        .resolve_legend(color="independent", shape="independent")
+        .to_dict()
+    )
+
+
+def timeline_svg(series: Timeline) -> str:
+    """The timeline as one ``<svg>`` element, rendered offline (see the module docstring)."""
+    import vl_convert
+
+    svg = vl_convert.vegalite_to_svg(timeline_spec(series))
+    return svg[svg.index("<svg") :]  # no XML declaration inside an HTML page

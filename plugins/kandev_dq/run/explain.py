@@ -1,0 +1,134 @@
+"""One rule, explained: its AC ids, its sentence, and the query listing what it counts.
+
+``kandev-dq explain EXPECTATION`` reads the rule's family of facts in one pinned read-only
+snapshot (:func:`kandev_dq.store.snapshot.pinned`), exactly as a check does, and shows the
+listing query that family declared, failed or not (:mod:`kandev_dq.sql.listing`). With
+``run`` the query runs in that same snapshot: the total counted in SQL, the rows read with
+every value cut in SQL (:func:`kandev_dq.sql.shown.shown`), capped unless all are asked for.
+The rules are the code's own suites (:data:`kandev_dq.run.project.SUITES`), at their defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from kandev_dq.errors import KandevDqError
+from kandev_dq.expectations.base import FACTS_FAMILIES, Finding, KandevExpectation
+from kandev_dq.run.project import SUITES
+from kandev_dq.sql.messages import sample_of
+from kandev_dq.store.access import open_store
+from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
+
+#: Rows ``explain --run`` shows in its table (the total is always counted).
+SHOWN_ROWS = 50
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One expectation of the code's suites, at its default severity."""
+
+    suite: str
+    expectation: KandevExpectation
+
+    @property
+    def name(self) -> str:
+        return self.expectation.expectation_type
+
+
+def rules() -> dict[str, Rule]:
+    """Every expectation of the code's suites by its type name (the first suite holding it)."""
+    found: dict[str, Rule] = {}
+    for suite, build in SUITES.items():
+        for expectation in build():
+            found.setdefault(expectation.expectation_type, Rule(suite, expectation))
+    return found
+
+
+def rule_named(name: str) -> Rule:
+    known = rules()
+    if name not in known:
+        raise KandevDqError(
+            f"no expectation {name!r} (`kandev-dq rules` lists them, e.g. {next(iter(known))})"
+        )
+    return known[name]
+
+
+def finding_in(read: PinnedRead, engine: sa.Engine, rule: Rule) -> Finding:
+    """``rule``'s verdict on the snapshot ``read`` pins on ``engine``, with its listing."""
+    expectation = rule.expectation
+    compute, value_keys = FACTS_FAMILIES[expectation.facts]
+    params = {key: getattr(expectation, key) for key in value_keys}
+    family = expectation.facts + repr(sorted(params.items()))
+    facts = facts_for(engine, family, lambda conn: compute(conn, **params))
+    return expectation.finding(dict(facts))
+
+
+@contextmanager
+def snapshot_of(target: str | None) -> Iterator[tuple[Any, PinnedRead]]:
+    """The store ``target`` opened read-only, and one pinned snapshot of it."""
+    store = open_store(target, read_only=True)
+    try:
+        with pinned(store.engine) as read:
+            yield store, read
+    finally:
+        store.dispose()
+
+
+@dataclass
+class Explanation:
+    expectation: str
+    suite: str
+    severity: str
+    rules: list[str]
+    sentence: str
+    store: str
+    dialect: str
+    #: The listing query; None for a rule that counts no rows (keys, schema, a state).
+    query: str | None
+    success: bool
+    unexpected_count: int | None
+    message: str
+    #: With ``run``: how many rows the query returns, and the rows read (capped or all).
+    total: int | None = None
+    columns: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def explain(
+    target: str | None, name: str, *, run: bool = False, every_row: bool = False
+) -> Explanation:
+    """Explain rule ``name`` on ``target``; with ``run``, list its rows (all with ``every_row``,
+    else the first :data:`SHOWN_ROWS`). Read-only, one snapshot."""
+    from kandev_dq.expectations.base import severity_word
+
+    rule = rule_named(name)
+    with snapshot_of(target) as (store, read):
+        found = finding_in(read, store.engine, rule)
+        severity = getattr(rule.expectation.severity, "value", rule.expectation.severity)
+        explained = Explanation(
+            expectation=rule.name,
+            suite=rule.suite,
+            severity=severity_word(severity),
+            rules=list(type(rule.expectation).rules),
+            sentence=type(rule.expectation).rule_text,
+            store=store.shown,
+            dialect=store.dialect,
+            query=found.listing.sql() if found.listing is not None else None,
+            success=found.success,
+            unexpected_count=found.unexpected_count,
+            message=found.message,
+        )
+        if run and found.listing is not None:
+            listed = found.listing.select
+            conn = read.connection
+            explained.total = conn.execute(
+                sa.select(sa.func.count()).select_from(listed.subquery("listed"))
+            ).scalar_one()
+            explained.columns = [column.key for column in listed.selected_columns]
+            explained.rows = sample_of(conn, listed, None if every_row else SHOWN_ROWS)
+    return explained

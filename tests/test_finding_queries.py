@@ -1,0 +1,192 @@
+"""Every finding's query lists exactly what its rule counted, on SQLite and PostgreSQL.
+
+For each scenario of the fault corpus (so a new scenario is covered automatically), every rule
+of ``pre_release`` is judged on the scenario's store and each query a failed rule emits (the
+text ``check --format json`` carries) is run as a reviewer would run it: pasted whole into a
+read-only connection (SQLite ``mode=ro``, PostgreSQL ``SET TRANSACTION READ ONLY``), with no
+parameter. It returns exactly ``unexpected_count`` rows (AC-19: one verdict, one listing, on
+both dialects), and its rows are the ones the rule's own sample named: the sample is read by
+the counting code with the rule's condition, so a listed row the condition does not hold for,
+or a counted row missing from the listing, shows here.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from kandev_dq.lab import scenarios
+from kandev_dq.lab.scenarios import SCENARIOS
+from kandev_dq.run.explain import finding_in, rules, snapshot_of
+from kandev_dq.run.project import CHECKPOINTS
+from kandev_dq.sql.listing import REASON
+from kandev_dq.sql.messages import SAMPLE_LIMIT
+
+#: Columns naming an item a rule counts: what a listing and its rule's sample are matched on.
+IDENTITY = (
+    "id",
+    "row_id",
+    "message_id",
+    "task_session_id",
+    "agent_execution_id",
+    "tool_call_id",
+    "table",
+    "column",
+)
+#: Failed rules that count no rows (activation keys and state, the schema, a vacuous
+#: comparison, a NULL maximum) or a number no row stands for (collisions): no query.
+COUNT_NO_ROWS = {
+    "expect_activation_keys_to_be_well_formed",
+    "expect_activation_keys_to_be_paired",
+    "expect_activation_state_to_be_in_set",
+    "expect_execution_since_only_on_amended_schema",
+    "expect_execution_since_not_pending_self_heal",
+    "expect_activation_keys_to_be_write_once",
+    "expect_backfill_through_not_after_capture_since",
+    "expect_new_keys_to_carry_subsecond_precision",
+    "expect_legacy_keys_to_be_disclosed",
+    "expect_population_to_be_disclosed",
+    "expect_subagents_table_to_exist",
+    "expect_execution_column_to_be_not_null",
+    "expect_three_column_unique_key",
+    "expect_no_two_column_unique_key",
+    "expect_secondary_indexes_as_fresh_store",
+    "expect_no_partial_subagents_upgrade",
+    "expect_session_foreign_key_to_cascade",
+    "expect_no_foreign_key_on_turn_or_execution",
+    "expect_backfill_reconciliation_not_vacuous",
+    "expect_subagent_activity_since_capture_since",
+    "expect_no_cross_execution_collisions_since_capture_since",
+    "expect_no_writer_shortfall_since_capture_since",  # only when not run (AC-28a)
+}
+
+
+def _emitted(target: str) -> list[tuple[str, int, list[dict], str]]:
+    """(rule, unexpected_count, sample, query) of every failed rule of pre_release emitting a
+    query, the query as the JSON report carries it."""
+    known = rules()
+    suites = CHECKPOINTS["pre_release"]
+    emitted = []
+    with snapshot_of(target) as (store, read):
+        for rule in known.values():
+            if rule.suite not in suites:
+                continue
+            found = finding_in(read, store.engine, rule)
+            if found.success:
+                continue
+            query = rule.expectation.result_of(found)["result"]["details"].get("query")
+            if query is None:
+                assert rule.name in COUNT_NO_ROWS, f"{rule.name} failed without a query"
+                continue
+            emitted.append((rule.name, found.unexpected_count, found.sample, query))
+    return emitted
+
+
+def _read_only_rows(target: str, dialect: str, query: str) -> list[dict]:
+    """The query's rows, run as text on a connection that cannot write."""
+    if dialect == "sqlite":
+        conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
+        try:
+            cursor = conn.execute(query)
+            names = [d[0] for d in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        finally:
+            conn.close()
+    url = make_url(target)
+    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo) as conn:
+        conn.execute("SET TRANSACTION READ ONLY")
+        cursor = conn.execute(query)
+        names = [d.name for d in cursor.description]
+        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        conn.rollback()
+        return rows
+
+
+def _keys(rows: list[dict], columns: list[str]) -> set[tuple]:
+    return {tuple(str(row[c]) for c in columns) for row in rows}
+
+
+def _check(target: str, dialect: str) -> list[str]:
+    emitted = _emitted(target)
+    for name, count, sample, query in emitted:
+        assert query.rstrip().endswith(";") and "?" not in query.split("'")[0], name
+        listed = _read_only_rows(target, dialect, query)
+        assert len(listed) == count, f"{name}: {len(listed)} rows listed, {count} counted"
+        assert all(row[REASON] for row in listed), name
+        common = [c for c in IDENTITY if sample and c in sample[0] and listed and c in listed[0]]
+        if not common:
+            continue
+        sampled, rows = _keys(sample, common), _keys(listed, common)
+        if len(sample) < SAMPLE_LIMIT:  # the sample is every counted item
+            assert rows == sampled, f"{name}: listed {rows - sampled}, counted {sampled - rows}"
+        else:
+            assert sampled <= rows, f"{name}: sampled rows missing from the listing"
+    return sorted(name for name, *_ in emitted)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_each_emitted_query_lists_what_its_rule_counted(name, tmp_path, request):
+    scenario = SCENARIOS[name]
+    with scenarios.scratch_sqlite(tmp_path, name) as url:
+        scenarios.materialise(name, url)
+        checked = scenario.check_url(url) if scenario.check_url else url
+        lite = _check(checked, "sqlite")
+
+    server = request.getfixturevalue("pg_database").render_as_string(hide_password=False)
+    with scenarios.scratch_postgres(server) as url:
+        scenarios.materialise(name, url)
+        checked = scenario.check_url(url) if scenario.check_url else url
+        pg = _check(checked, "postgresql")
+    # Timestamps in text forms SQLite alone can hold are the one dialect difference (AC-24e).
+    assert set(lite) - {"expect_timestamps_in_recognised_utc_form"} == set(pg)
+
+
+def test_the_json_report_the_data_docs_and_the_audit_carry_each_query(target, project, tmp_path):
+    """AC-16 (orphan rows) on both dialects: the query of the failed rule is the same text in
+    ``summary.json`` (``check --format json``), ``queries.sql`` and both data docs pages, where
+    it sits escaped in a collapsed block with its copy button; pasted from ``queries.sql`` into
+    a read-only connection, it lists exactly the counted rows."""
+    from kandev_dq.report.audit import QUERIES_SQL, run_audit
+
+    if target.dialect == "sqlite":
+        target.engine.dispose()
+    scenarios.materialise("orphan_rows", target.url)
+    done = run_audit(project, target.url, tmp_path / "audit")
+    failed = {r.expectation: r for r in done.report.results if not r.success}
+    orphans = failed["expect_no_orphan_subagent_rows"]
+    assert orphans.query and orphans.unexpected_count
+    assert all(r.query is None for r in done.report.results if r.success)
+
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text(encoding="utf-8"))
+    queries = {r["expectation"]: r["query"] for r in summary["results"]}
+    assert queries["expect_no_orphan_subagent_rows"] == orphans.query
+    script = (tmp_path / "audit" / QUERIES_SQL).read_text(encoding="utf-8")
+    block = script.split("-- expect_no_orphan_subagent_rows [AC-16]", 1)[1]
+    pasted = block.split("\n", 2)[2].split(";\n", 1)[0] + ";"
+    assert pasted == orphans.query
+    listed = _read_only_rows(target.url, target.dialect, pasted)
+    assert len(listed) == orphans.unexpected_count
+
+    site = tmp_path / "audit" / "data_docs"
+    overview = (site / "overview.html").read_text(encoding="utf-8")
+    assert "<details class='kandev-query'>" in overview and "kandev-copy" in overview
+    assert "static/kandev/copy.js" in overview
+    assert (site / "static" / "kandev" / "copy.js").is_file()
+    # What the copy button copies: the code element's text, the page's escaping undone.
+    assert orphans.query in _copied(overview)
+    pages = [p for p in site.rglob("*.html") if "validations" in p.parts and "rows" in p.parts]
+    assert any(orphans.query in _copied(p.read_text(encoding="utf-8")) for p in pages)
+
+
+def _copied(page: str) -> list[str]:
+    import html as markup
+    import re
+
+    blocks = re.findall(r"<code id='kandev-query-[0-9a-f]+'>(.*?)</code>", page, re.S)
+    assert all("<" not in block for block in blocks)  # escaped: no markup inside
+    return [markup.unescape(block) for block in blocks]
