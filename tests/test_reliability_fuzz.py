@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -431,8 +430,7 @@ def _write_hostile_store(target, plan: dict) -> None:
 
 def _check(capsys, target, project) -> dict:
     uncommitted = project / "uncommitted"
-    shutil.rmtree(uncommitted / "validations", ignore_errors=True)
-    (uncommitted / "key_ledger.json").unlink(missing_ok=True)  # each store is a new store
+    (uncommitted / "records.db").unlink(missing_ok=True)  # each store is a new store
     code, out, err = cli(
         capsys,
         "check",

@@ -41,6 +41,7 @@ RULE_INDEX: tuple[IndexedRule, ...] = (
     ),
     _r("expect_execution_since_not_pending_self_heal", "activation", "warning", ("AC-33b",)),
     _r("expect_activation_keys_to_be_write_once", "activation", "error", ("AC-24",)),
+    _r("expect_write_once_baseline_to_predate_this_run", "activation", "info", ("AC-24",)),
     _r(
         "expect_backfill_through_not_after_capture_since",
         "activation",

@@ -33,6 +33,10 @@ from kandev_dq.facts.activation import (
 _ONE_SECOND = timedelta(seconds=1)
 #: The GX suite parameter carrying the key ledger's first sightings of this store (AC-24).
 KEY_LEDGER = "kandev_key_ledger"
+#: The GX suite parameter saying when this store's write-once record began (AC-24).
+WRITE_ONCE_BASELINE = "kandev_write_once_baseline"
+#: How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup).
+ACCEPT_COMMAND = "kandev-dq ledger accept --store STORE --key KEY --reason TEXT"
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
@@ -86,9 +90,54 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
         return Finding(
             success=False,
             observed_value=len(changed),
-            message=f"key rewritten or deleted: {said}",
+            message=(
+                f"key rewritten or deleted: {said}; if this was a legitimate reset (a restored "
+                f"backup), record it with `{ACCEPT_COMMAND}`"
+            ),
             unexpected_count=len(changed),
             sample=changed,
+        )
+
+
+class ExpectWriteOnceBaselineToPredateThisRun(_ActivationExpectation):
+    """Discloses a write-once record that begins with this run (AC-24).
+
+    Write-once is judged against the records of earlier runs; on the first run against a store
+    (a new machine, a new records database) there are none, so the write-once rule passes
+    vacuously. This info rule says so instead of letting that pass read as a proof.
+    ``kandev-dq check`` passes :data:`WRITE_ONCE_BASELINE`: when the records' baseline of this
+    store was taken, and whether this run took it.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
+    rules: ClassVar[tuple[str, ...]] = ("AC-24",)
+    rule_text: ClassVar[str] = "The write-once baseline predates this run"
+    #: ``{"taken_at", "source", "recorded_now"}``; in a suite ``{"$PARAMETER": ...}``.
+    baseline: dict[str, Any] | None = None
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if not self.baseline:
+            return Finding(
+                success=False,
+                observed_value="no baseline",
+                message=(
+                    f"no write-once baseline for this run (the {WRITE_ONCE_BASELINE} suite "
+                    "parameter): rewrites cannot be seen; run it through `kandev-dq check`"
+                ),
+            )
+        taken = self.baseline.get("taken_at")
+        if self.baseline.get("recorded_now"):
+            return Finding(
+                success=False,
+                observed_value=taken,
+                message=(
+                    "write-once baseline recorded now; rewrites before this run cannot be seen"
+                ),
+            )
+        return Finding(
+            success=True,
+            observed_value=taken,
+            message=f"write-once baseline taken at {taken}",
         )
 
 

@@ -57,6 +57,7 @@ from kandev_dq.contract.states import explain_state
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.run.results_store import RecordsStoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,15 @@ def collect_overview(context) -> Overview:
     store = context.validation_results_store
     keys = [k for k in store.list_keys() if "profiling" not in (k.run_id.run_name or "")]
     keys.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
-    register = load_register(getattr(context, "root_directory", None))
+    records = records_of(context)
+    recorded: dict[str, dict[str, Any] | None] = {}
+
+    def record(name: str) -> dict[str, Any] | None:
+        # Read run by run, as runs are shown: a build's cost does not grow with the history.
+        if name not in recorded:
+            recorded[name] = load_register(records, [name]).get(name)
+        return recorded[name]
+
     checkpoints = _checkpoint_names(context)
     loaded: dict[Any, SuiteRun | None] = {}
 
@@ -231,7 +240,7 @@ def collect_overview(context) -> Overview:
                 name,
                 key.run_id.run_time,
                 checkpoints.get(suite_run.checkpoint_id or ""),
-                record=register.get(name),
+                record=record(name),
             )
         run.suites.append(suite_run)
     for run in runs.values():
@@ -244,7 +253,7 @@ def collect_overview(context) -> Overview:
         for key in keys:
             if key.expectation_suite_identifier.name != suite:
                 continue
-            if (register.get(run_key(key.run_id)) or {}).get("store") != wanted_store:
+            if (record(run_key(key.run_id)) or {}).get("store") != wanted_store:
                 continue
             return load(key)
         return None
@@ -252,6 +261,13 @@ def collect_overview(context) -> Overview:
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)
     return overview
+
+
+def records_of(context):
+    """The records database the context's results come from (None: an older project keeping
+    its results in files, whose runs then show what their results say)."""
+    backend = context.validation_results_store.store_backend
+    return backend.records if isinstance(backend, RecordsStoreBackend) else None
 
 
 def _checkpoint_names(context) -> dict[str, str]:
@@ -938,12 +954,21 @@ class DocsBuild:
     url: str | None
 
 
-def build_docs(project: Path, *, allow_project_code: bool = False) -> DocsBuild:
-    """(Re)build every data docs site of ``project``; the first local site's index and overview."""
+def build_docs(
+    project: Path, *, allow_project_code: bool = False, records: str | None = None
+) -> DocsBuild:
+    """(Re)build every data docs site of ``project`` from its records database; the first local
+    site's index and overview."""
     from kandev_dq.run.project import load_context
+    from kandev_dq.run.records import Records, records_url
+    from kandev_dq.run.results_store import attach_records
 
-    context = load_context(Path(project), allow_project_code=allow_project_code)
-    urls = context.build_data_docs()
+    with Records(records_url(Path(project), records)) as opened:
+        context = load_context(
+            Path(project), allow_project_code=allow_project_code, records_url=opened.url
+        )
+        attach_records(context, opened)
+        urls = context.build_data_docs()
     url = next(iter(urls.values()), None) if urls else None
     index = None
     if url and url.startswith("file://"):

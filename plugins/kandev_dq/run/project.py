@@ -48,6 +48,9 @@ def _activation_suite() -> list:
         a.ExpectActivationKeysToBeWriteOnce.at_default_severity(
             first_seen={"$PARAMETER": a.KEY_LEDGER}
         ),
+        a.ExpectWriteOnceBaselineToPredateThisRun.at_default_severity(
+            baseline={"$PARAMETER": a.WRITE_ONCE_BASELINE}
+        ),
         a.ExpectBackfillThroughNotAfterCaptureSince.at_default_severity(),
         a.ExpectBackfillThroughToCoverQualifyingMessages.at_default_severity(),
         a.ExpectNoBackfillRowsAfterCaptureSince.at_default_severity(),
@@ -239,12 +242,19 @@ def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
             _refuse_foreign_modules(file, value, f"{where}[{index}]")
 
 
-def load_context(root: Path, store_url: str | None = None, *, allow_project_code: bool = False):
+def load_context(
+    root: Path,
+    store_url: str | None = None,
+    *,
+    allow_project_code: bool = False,
+    records_url: str | None = None,
+):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
 
     ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
     to: GX's runtime environment ranks above the process environment and the project's config
-    variables.
+    variables. ``records_url`` (``--records``) reaches the results store's backend the same way,
+    in memory only (:mod:`kandev_dq.run.results_store`).
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
     project there), a project that names Python of its own unless the user opted in with
@@ -262,7 +272,7 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
     quiet_gx()
     import great_expectations as gx
 
-    context = _file_context(gx, root, store_url)
+    context = _file_context(gx, root, store_url, records_url)
     for path in sorted((root / SUITE_DIR).glob("*.json")):
         declared = len(json.loads(path.read_text(encoding="utf-8")).get("expectations", []))
         loaded = len(context.suites.get(path.stem).expectations)
@@ -274,9 +284,15 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
     return context
 
 
-def _file_context(gx, root: Path, store_url: str | None):
-    variables = {URL_VARIABLE: store_url} if store_url else None
-    return gx.get_context(mode="file", context_root_dir=str(root), runtime_environment=variables)
+def _file_context(gx, root: Path, store_url: str | None, records_url: str | None = None):
+    from kandev_dq.run.records import RECORDS_VARIABLE
+
+    variables = {URL_VARIABLE: store_url} if store_url else {}
+    if records_url:
+        variables[RECORDS_VARIABLE] = records_url
+    return gx.get_context(
+        mode="file", context_root_dir=str(root), runtime_environment=variables or None
+    )
 
 
 def quiet_gx() -> None:
@@ -300,10 +316,13 @@ stores:
       class_name: TupleFilesystemStoreBackend
       base_directory: expectations/
   validation_results_store:
+    # Results live in the records database (with the key ledger and the run register):
+    # --records URL, else $KANDEV_DQ_RECORDS_URL, else a `url:` set here, else
+    # uncommitted/records.db. Keep passwords out of this file: use the variable.
     class_name: ValidationResultsStore
     store_backend:
-      class_name: TupleFilesystemStoreBackend
-      base_directory: uncommitted/validations/
+      module_name: kandev_dq.run.results_store
+      class_name: RecordsStoreBackend
   checkpoint_store:
     class_name: CheckpointStore
     store_backend:
