@@ -54,6 +54,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--work", type=Path, default=HERE / "out", help="stores, projects, raw figures"
     )
+    parser.add_argument(
+        "--docs-history",
+        metavar="N,M",
+        help="only the data docs cost after N and M stored runs (e.g. 1,1000); writes "
+        "bench/docs-history.md unless --out is given",
+    )
     return parser.parse_args(argv)
 
 
@@ -199,6 +205,8 @@ def load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.docs_history:
+        return docs_history_main(args, argv)
     scales = [int(s) for s in args.scales.split(",") if s]
     dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
     server = postgres_server()
@@ -236,6 +244,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text)
     print(text)
     return 0
+
+
+def docs_history_main(args, argv: list[str] | None) -> int:
+    from bench import docs_history
+
+    lengths = sorted({int(n) for n in args.docs_history.split(",") if n})
+    info = machine()
+    info["load_before"] = load()
+    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    found = docs_history.measure(args.work, lengths, args.repeat)
+    text = docs_history.render(found, info)
+    out = args.out if args.out != HERE / "results.md" else HERE / "docs-history.md"
+    out.write_text(text)
+    print(text)
+    return 0 if found["flat"] else 1
 
 
 def _server_version(server) -> str:

@@ -469,11 +469,12 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     still give the state and each key's kind; the store and raw values say "not recorded".
     Needs no browser: the site is also checked for remote assets here."""
     from kandev_dq.report.site import build_docs
-    from kandev_dq.run.register import REGISTER
+    from kandev_dq.run.records import Records, records_url, runs
 
     _failing_store(sqlite_target)
     check(project, sqlite_target)
-    (project / REGISTER).unlink()
+    with Records(records_url(project)) as records, records.engine.begin() as conn:
+        conn.execute(runs.delete())
     built = build_docs(project)
     assert built.index is not None and built.overview is not None
     assert_self_contained(built.index.parent)

@@ -67,6 +67,10 @@ STATIC = ASSETS / "static"
 OVERVIEW_PAGE = "overview.html"
 OVERVIEW_RENDERER = "KandevOverviewPageRenderer"
 RUNS_SHOWN = 20
+#: Validation results the index lists and a full build renders, newest first (GX's own
+#: ``validation_results_limit``): a build reads this many results, however long the history,
+#: so a check's docs cost stays flat. ``history`` and the records keep every run.
+INDEX_RESULTS_LIMIT = 100
 ACTIVATION_SUITE = "activation"
 HEALTH_SUITE = "writer_health"
 
@@ -185,6 +189,9 @@ class Overview:
     runs: list[Run]
     activation: SuiteRun | None = None
     health: SuiteRun | None = None
+    #: The latest run's store in the records: its write-once baseline and accepted resets.
+    baseline: Any = None
+    accepts: list[Any] = field(default_factory=list)
 
     @property
     def latest(self) -> Run | None:
@@ -260,6 +267,10 @@ def collect_overview(context) -> Overview:
 
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)
+    identity = ((latest.record or {}) if latest else {}).get("store_identity")
+    if records is not None and identity:
+        overview.baseline = records.baseline(identity)
+        overview.accepts = records.accepts(identity)
     return overview
 
 
@@ -694,8 +705,30 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
             _esc(f"{latest.checkpoint or '(no checkpoint)'} at {_when(latest.run_time)}"),
         ],
         ["Verdict", _string("$v", {"v": verdict}, classes=[colour, "font-weight-bold"])],
+        ["Write-once baseline (AC-24)", _esc(_baseline_text(overview))],
     ]
     blocks.append(_table([], facts, classes=["kandev-run-facts"]))
+    if overview.accepts:
+        blocks.append(
+            _title("Accepted key resets", "recorded with `kandev-dq ledger accept` (AC-24)")
+        )
+        blocks.append(
+            _table(
+                ["accepted at", "by", "key", "from", "to", "reason"],
+                [
+                    [
+                        _esc(a.accepted_at),
+                        _esc(a.accepted_by),
+                        _esc(a.key_name),
+                        _esc(repr(a.replaced_value)),
+                        _esc(repr(a.accepted_value)),
+                        _esc(a.reason),
+                    ]
+                    for a in overview.accepts
+                ],
+                classes=["kandev-accepts"],
+            )
+        )
     blocks.append(
         _block(
             "<div class='mb-1 text-muted'>Activation state (AC-24c)</div>$state"
@@ -729,6 +762,13 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
             )
         )
     return RenderedSectionContent(content_blocks=blocks, section_name="Overview")
+
+
+def _baseline_text(overview: Overview) -> str:
+    baseline = overview.baseline
+    if baseline is None:
+        return "not recorded: write-once was not judged against earlier runs"
+    return f"taken {baseline.taken_at} ({baseline.source}); rewrites before it cannot be seen"
 
 
 def _findings_section(overview: Overview) -> RenderedSectionContent:
@@ -881,6 +921,7 @@ class KandevSiteBuilder(SiteBuilder):
                     "class_name": KandevSiteIndexPageRenderer.__name__,
                 },
                 "view": {"module_name": __name__, "class_name": KandevIndexPageView.__name__},
+                "validation_results_limit": INDEX_RESULTS_LIMIT,
             },
             dict(site_index_builder or {}),
         )
@@ -907,7 +948,11 @@ class KandevSiteBuilder(SiteBuilder):
     def build(self, resource_identifiers=None, build_index: bool = True):
         """GX's build, with kandev-dq's assets and the overview (whose failure, like a GX
         page's, is logged and never fails the checkpoint run that builds the docs)."""
-        for section_builder in self.site_section_builders.values():
+        for name, section_builder in self.site_section_builders.items():
+            if name == "profiling" and not _profiling(resource_identifiers):
+                # A run's own build: GX would compare every stored result with this run's,
+                # a cost growing with the history, to find profiling runs kandev-dq never makes.
+                continue
             section_builder.build(resource_identifiers=resource_identifiers)
         copy_assets(self.target_store)
         overview = None
@@ -931,6 +976,17 @@ class KandevSiteBuilder(SiteBuilder):
         self.target_store.store_backends["static_assets"].set(
             (OVERVIEW_PAGE,), page, content_type="text/html; charset=utf-8"
         )
+
+
+def _profiling(resource_identifiers) -> bool:
+    """Whether a build may hold profiling results: a whole build, or one naming a profiling run
+    (GX's own filter: a run name including "profiling")."""
+    if resource_identifiers is None:
+        return True
+    return any(
+        "profiling" in (getattr(getattr(k, "run_id", None), "run_name", None) or "")
+        for k in resource_identifiers
+    )
 
 
 def copy_assets(target_store) -> None:

@@ -319,6 +319,7 @@ stores:
     # Results live in the records database (with the key ledger and the run register):
     # --records URL, else $KANDEV_DQ_RECORDS_URL, else a `url:` set here, else
     # uncommitted/records.db. Keep passwords out of this file: use the variable.
+    module_name: kandev_dq.run.results_store
     class_name: ValidationResultsStore
     store_backend:
       module_name: kandev_dq.run.results_store

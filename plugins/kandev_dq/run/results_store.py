@@ -5,6 +5,7 @@ backend for its ``ValidationResultsStore`` (``great_expectations.yml``, written 
 ``kandev-dq init``)::
 
     validation_results_store:
+      module_name: kandev_dq.run.results_store
       class_name: ValidationResultsStore
       store_backend:
         module_name: kandev_dq.run.results_store
@@ -18,10 +19,17 @@ in the backend's config is the project's setting for it.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
+from great_expectations.core.run_identifier import RunIdentifier
+from great_expectations.data_context.store import validation_results_store as gx_results
 from great_expectations.data_context.store.store_backend import StoreBackend
+from great_expectations.data_context.types.resource_identifiers import (
+    ExpectationSuiteIdentifier,
+    ValidationResultIdentifier,
+)
 from great_expectations.exceptions import InvalidKeyError
 
 from kandev_dq.run.records import RECORDS_VARIABLE, Records, records_url
@@ -121,6 +129,52 @@ class RecordsStoreBackend(StoreBackend):
     @property
     def config(self) -> dict:
         return self._config
+
+
+#: How GX writes a run time into a result key (``RunIdentifier.to_tuple``).
+RUN_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+
+
+class ValidationResultsStore(gx_results.ValidationResultsStore):
+    """GX's validation results store, reading its keys back without re-parsing them.
+
+    It keeps GX's class name: GX's config replaces a project's results store with an in-memory
+    one unless some store's ``class_name`` is exactly ``ValidationResultsStore``
+    (``DataContextConfig._init_stores``), and results would then be silently lost.
+
+    GX turns every stored key into an identifier on each ``list_keys`` (a docs build lists them
+    six times) and parses each run time with dateutil: with a long history that alone grew a
+    check's docs build by seconds. Keys are identical either way: the run time GX itself wrote
+    is read with its own format, and each key is built once per store instance.
+    """
+
+    def __init__(self, store_backend=None, runtime_environment=None, store_name=None) -> None:
+        super().__init__(
+            store_backend=store_backend,
+            runtime_environment=runtime_environment,
+            store_name=store_name,
+        )
+        self._keys: dict[tuple, Any] = {}
+
+    def tuple_to_key(self, tuple_):
+        key = self._keys.get(tuple_)
+        if key is None:
+            key = self._keys[tuple_] = _result_identifier(tuple_) or super().tuple_to_key(tuple_)
+        return key
+
+
+def _result_identifier(tuple_) -> ValidationResultIdentifier | None:
+    if len(tuple_) < 4:
+        return None
+    try:
+        when = dt.datetime.strptime(tuple_[-2], RUN_TIME_FORMAT).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None  # not written by GX's own format: GX reads it its way
+    return ValidationResultIdentifier(
+        ExpectationSuiteIdentifier.from_tuple(tuple_[:-3]),
+        RunIdentifier(tuple_[-3], when),
+        tuple_[-1],
+    )
 
 
 def attach_records(context, records: Records) -> bool:
