@@ -66,7 +66,7 @@ def _build_seconds(project: Path, records_file: Path, run_keys: list) -> float:
     from kandev_dq.run.results_store import attach_records
 
     with Records(str(records_file)) as records:
-        context = load_context(project, records_url=str(records_file))
+        context = load_context(project)
         attach_records(context, records)
         started = time.perf_counter()
         context.build_data_docs(resource_identifiers=run_keys)

@@ -1020,9 +1020,7 @@ def build_docs(
     from kandev_dq.run.results_store import attach_records
 
     with Records(records_url(Path(project), records)) as opened:
-        context = load_context(
-            Path(project), allow_project_code=allow_project_code, records_url=opened.url
-        )
+        context = load_context(Path(project), allow_project_code=allow_project_code)
         attach_records(context, opened)
         urls = context.build_data_docs()
     url = next(iter(urls.values()), None) if urls else None

@@ -94,7 +94,7 @@ def run_check(
     with Records(chosen_records) as ledger:
         ledger.import_json_ledger(Path(project) / JSON_LEDGER)
         report = _run_with_records(
-            project, target, checkpoint, progress, ledger, chosen_records, allow_project_code
+            project, target, checkpoint, progress, ledger, allow_project_code
         )
         report.duration_s = round(time.perf_counter() - started, 3)
         return report
@@ -106,7 +106,6 @@ def _run_with_records(
     checkpoint: str,
     progress: runs.Progress | None,
     records: Records,
-    chosen_records: str,
     allow_project_code: bool,
 ) -> CheckReport:
     started = time.perf_counter()
@@ -116,7 +115,6 @@ def _run_with_records(
             project,
             store_url=store.display_url,
             allow_project_code=allow_project_code,
-            records_url=chosen_records,
         )
         attach_records(context, records)
         if checkpoint not in {c.name for c in context.checkpoints.all()}:

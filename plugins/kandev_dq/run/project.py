@@ -242,19 +242,13 @@ def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
             _refuse_foreign_modules(file, value, f"{where}[{index}]")
 
 
-def load_context(
-    root: Path,
-    store_url: str | None = None,
-    *,
-    allow_project_code: bool = False,
-    records_url: str | None = None,
-):
+def load_context(root: Path, store_url: str | None = None, *, allow_project_code: bool = False):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
 
     ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
     to: GX's runtime environment ranks above the process environment and the project's config
-    variables. ``records_url`` (``--records``) reaches the results store's backend the same way,
-    in memory only (:mod:`kandev_dq.run.results_store`).
+    variables. (The records database is never a config variable: its URL may hold a password;
+    kandev-dq attaches it to the results store, :func:`kandev_dq.run.results_store.attach_records`.)
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
     project there), a project that names Python of its own unless the user opted in with
@@ -272,7 +266,7 @@ def load_context(
     quiet_gx()
     import great_expectations as gx
 
-    context = _file_context(gx, root, store_url, records_url)
+    context = _file_context(gx, root, store_url)
     for path in sorted((root / SUITE_DIR).glob("*.json")):
         declared = len(json.loads(path.read_text(encoding="utf-8")).get("expectations", []))
         loaded = len(context.suites.get(path.stem).expectations)
@@ -284,15 +278,9 @@ def load_context(
     return context
 
 
-def _file_context(gx, root: Path, store_url: str | None, records_url: str | None = None):
-    from kandev_dq.run.records import RECORDS_VARIABLE
-
-    variables = {URL_VARIABLE: store_url} if store_url else {}
-    if records_url:
-        variables[RECORDS_VARIABLE] = records_url
-    return gx.get_context(
-        mode="file", context_root_dir=str(root), runtime_environment=variables or None
-    )
+def _file_context(gx, root: Path, store_url: str | None):
+    variables = {URL_VARIABLE: store_url} if store_url else None
+    return gx.get_context(mode="file", context_root_dir=str(root), runtime_environment=variables)
 
 
 def quiet_gx() -> None:

@@ -32,7 +32,7 @@ from great_expectations.data_context.types.resource_identifiers import (
 )
 from great_expectations.exceptions import InvalidKeyError
 
-from kandev_dq.run.records import RECORDS_VARIABLE, Records, records_url
+from kandev_dq.run.records import Records, records_url
 
 
 class RecordsStoreBackend(StoreBackend):
@@ -56,9 +56,6 @@ class RecordsStoreBackend(StoreBackend):
         )
         self._url = url
         self._root = Path(root_directory) if root_directory else Path.cwd()
-        runtime = getattr(data_context, "runtime_environment", None) or {}
-        #: ``--records`` as kandev-dq resolved it (GX's in-memory runtime environment).
-        self._given = runtime.get(RECORDS_VARIABLE)
         self._records: Records | None = None
         self._owned = False
         self._config = {
@@ -71,9 +68,10 @@ class RecordsStoreBackend(StoreBackend):
 
     @property
     def records(self) -> Records:
-        """The records database, opened on first use unless a caller attached one."""
+        """The records database: the one kandev-dq attached (``--records`` included), else the
+        project's (:func:`~kandev_dq.run.records.records_url`), opened on first use."""
         if self._records is None:
-            self._records = Records(records_url(self._root, self._given))
+            self._records = Records(records_url(self._root))
             self._owned = True
         return self._records
 
