@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 
 from kandev_dq.contract.instants import CAPTURE_SINCE
 from kandev_dq.errors import KandevDqError
+from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.report.history import history, render
 from kandev_dq.report.site import build_docs
@@ -36,7 +37,7 @@ from tests.test_check_cli import kandev_dq
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 REWRITTEN = "2026-07-30T01:39:37.272235Z"  # 1 ms later: an upsert, not write-once
 WRITE_ONCE = "expect_activation_keys_to_be_write_once"
-BASELINE = "expect_write_once_baseline_to_predate_this_run"
+BASELINE = BASELINE_DISCLOSURE
 FIRST_SIGHTING = "write-once baseline recorded now; rewrites before this run cannot be seen"
 
 

@@ -35,6 +35,9 @@ _ONE_SECOND = timedelta(seconds=1)
 KEY_LEDGER = "kandev_key_ledger"
 #: The GX suite parameter saying when this store's write-once record began (AC-24).
 WRITE_ONCE_BASELINE = "kandev_write_once_baseline"
+#: The rule disclosing a write-once record that begins with this run: a fact of the records
+#: database, not of the store (its type, as GX derives it from the class name).
+BASELINE_DISCLOSURE = "expect_write_once_baseline_to_predate_this_run"
 #: How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup).
 ACCEPT_COMMAND = "kandev-dq ledger accept --store STORE --key KEY --reason TEXT"
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
