@@ -448,3 +448,31 @@ def test_no_environment_or_gx_variable_holds_the_records_password(
     assert report.records == make_url(records)._replace(
         drivername="postgresql", username=None
     ).render_as_string(hide_password=False)
+
+
+def _set_records_in_yml(project: Path, url: str) -> None:
+    from ruamel.yaml import YAML
+
+    yml = project / "great_expectations.yml"
+    yaml = YAML()
+    config = yaml.load(yml.read_text(encoding="utf-8"))
+    config["stores"]["validation_results_store"]["store_backend"]["url"] = url
+    with yml.open("w", encoding="utf-8") as handle:
+        yaml.dump(config, handle)
+
+
+def test_a_project_may_keep_its_records_only_in_its_own_folder(sqlite_target, project, tmp_path):
+    """A project is data (trust, 3a): a records URL in its yml outside its folder would send
+    the store's samples where the project's author chose. Exit 2 naming the file, nothing
+    created there; `--records` (the user's own choice) or a file inside the project is used."""
+    _healthy(sqlite_target)
+    outside = tmp_path / "elsewhere" / "records.db"
+    _set_records_in_yml(project, str(outside))
+    done = kandev_dq("check", "--store", sqlite_target.url, "--project", str(project), "-q")
+    assert done.returncode == 2, done.stderr
+    assert "great_expectations.yml" in done.stderr and "--allow-project-code" in done.stderr
+    assert not outside.parent.exists()
+
+    _set_records_in_yml(project, "uncommitted/team-records.db")
+    report = run_check(project, sqlite_target.url, "nightly")
+    assert report.records.endswith("uncommitted/team-records.db") and report.results

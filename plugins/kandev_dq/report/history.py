@@ -68,11 +68,11 @@ def history(
 ) -> History:
     """The last ``limit`` runs recorded for ``target``, newest first.
 
-    ``allow_project_code`` is accepted for symmetry with the other commands: history loads
-    no project code (nor GX) at all."""
+    History loads no project code (nor GX); ``allow_project_code`` only lets the project's yml
+    name a records database outside its folder (:func:`~kandev_dq.run.records.records_url`)."""
     url = resolve_url(chosen_store(target))
     identity = store_identity(url)
-    with Records(records_url(project, records)) as opened:
+    with Records(records_url(project, records, allow_project_code=allow_project_code)) as opened:
         baseline = opened.baseline(identity)
         runs = [_past_run(r) for r in opened.run_records(identity=identity, limit=max(limit, 0))]
         return History(

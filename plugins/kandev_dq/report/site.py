@@ -1019,7 +1019,9 @@ def build_docs(
     from kandev_dq.run.records import Records, records_url
     from kandev_dq.run.results_store import attach_records
 
-    with Records(records_url(Path(project), records)) as opened:
+    with Records(
+        records_url(Path(project), records, allow_project_code=allow_project_code)
+    ) as opened:
         context = load_context(Path(project), allow_project_code=allow_project_code)
         attach_records(context, opened)
         urls = context.build_data_docs()

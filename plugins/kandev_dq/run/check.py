@@ -89,7 +89,7 @@ def run_check(
     cannot be opened, both before the store is opened.
     """
     started = time.perf_counter()
-    chosen_records = records_url(project, records)
+    chosen_records = records_url(project, records, allow_project_code=allow_project_code)
     refuse_the_store(chosen_records, resolve_url(chosen_store(target)))
     with Records(chosen_records) as ledger:
         ledger.import_json_ledger(Path(project) / JSON_LEDGER)

@@ -159,13 +159,41 @@ def configured_url(root: Path) -> str | None:
     return str(url) if url else None
 
 
-def records_url(root: Path, given: str | None = None) -> str:
+def records_url(root: Path, given: str | None = None, *, allow_project_code: bool = False) -> str:
     """The records database of a project: ``given`` (``--records``), else
-    ``$KANDEV_DQ_RECORDS_URL``, else the yml's setting, else ``uncommitted/records.db``."""
-    for candidate in (given, os.environ.get(RECORDS_VARIABLE), configured_url(root)):
+    ``$KANDEV_DQ_RECORDS_URL``, else the yml's setting, else ``uncommitted/records.db``.
+
+    A project is data (docs/reliability.md, 3a): its yml may keep records only in a SQLite file
+    inside its own folder. Anything else (a server the project's author chose would receive
+    the store's samples) needs ``--allow-project-code``, or the user's own ``--records``."""
+    for candidate in (given, os.environ.get(RECORDS_VARIABLE)):
         if candidate:
             return candidate
+    configured = configured_url(root)
+    if configured:
+        if not allow_project_code and not _inside(root, configured):
+            raise KandevDqError(
+                f"{Path(root) / 'great_expectations.yml'}: the results store's url names a "
+                f"records database outside the project folder ({shown_records(configured)}); "
+                f"pass --records or set {RECORDS_VARIABLE} yourself, or pass "
+                "--allow-project-code to use it"
+            )
+        if "://" not in configured:  # a SQLite path, relative to the project
+            return str((Path(root) / configured).resolve())
+        return configured
     return str((Path(root) / DEFAULT_RECORDS).resolve())
+
+
+def _inside(root: Path, url: str) -> bool:
+    """Whether ``url`` is a SQLite file inside the project folder ``root``."""
+    target = url if "://" in url else str(Path(root) / url)
+    try:
+        resolved = resolve_url(target)
+    except KandevDqError:
+        return False
+    if resolved.get_backend_name() != "sqlite":
+        return False
+    return sqlite_file(resolved).is_relative_to(Path(root).resolve())
 
 
 def same_database(a: URL, b: URL) -> bool:
