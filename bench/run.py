@@ -13,6 +13,9 @@ For each dialect and scale, in this order:
    once more as a process: its peak RSS against GX's import + context + 100 MB + 3× the value.
 
 Floors and measured runs alternate within each round; the table shows medians.
+
+``--docs-history N,M`` measures only a check's data docs build after N and M stored runs
+(:mod:`bench.docs_history`, written to ``bench/docs-history.md``).
 """
 
 from __future__ import annotations
