@@ -424,6 +424,7 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     from kandev_dq.cli import app
 
     _passing_store(sqlite_target)
+    first = check(project, sqlite_target)  # takes the write-once baseline (AC-24), disclosed
     report = check(project, sqlite_target)
     assert report.success and report.state == "fully_activated"
     index, overview, activation = site_pages(report)
@@ -443,6 +444,9 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     assert page["badge_background"] == BOOTSTRAP_SUCCESS
     assert "Activation state (AC-24c) fully_activated" in text
     assert "Every rule of the latest run passed." in text
+    assert row_of(page, "Write-once baseline (AC-24)")[1].startswith(
+        f"taken {first.baseline_taken_at} (run)"
+    )
     assert row_of(page, "backfill_through (")[1:] == [
         THROUGH,
         "2026-07-30T01:30:00.5Z",
