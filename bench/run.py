@@ -13,6 +13,9 @@ For each dialect and scale, in this order:
    once more as a process: its peak RSS against GX's import + context + 100 MB + 3× the value.
 
 Floors and measured runs alternate within each round; the table shows medians.
+
+``--docs-history N,M`` measures only a check's data docs build after N and M stored runs
+(:mod:`bench.docs_history`, written to ``bench/docs-history.md``).
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--quick-only",
         action="store_true",
         help="time only the commands that must answer in under a second (no stores, no floors)",
+    )
+    parser.add_argument(
+        "--docs-history",
+        metavar="N,M",
+        help="only the data docs cost after N and M stored runs (e.g. 1,1000); writes "
+        "bench/docs-history.md unless --out is given",
     )
     return parser.parse_args(argv)
 
@@ -207,6 +216,8 @@ def load() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.docs_history:
+        return docs_history_main(args, argv)
     if args.out is None:  # a quick run never replaces the full table
         args.out = args.work / "quick.md" if args.quick_only else HERE / "results.md"
     scales = [int(s) for s in args.scales.split(",") if s]
@@ -250,6 +261,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text)
     print(text)
     return 0
+
+
+def docs_history_main(args, argv: list[str] | None) -> int:
+    from bench import docs_history
+
+    lengths = sorted({int(n) for n in args.docs_history.split(",") if n})
+    info = machine()
+    info["load_before"] = load()
+    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    found = docs_history.measure(args.work, lengths, args.repeat)
+    text = docs_history.render(found, info)
+    out = args.out if args.out != HERE / "results.md" else HERE / "docs-history.md"
+    out.write_text(text)
+    print(text)
+    return 0 if found["flat"] else 1
 
 
 def _server_version(server) -> str:

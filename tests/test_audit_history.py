@@ -107,8 +107,10 @@ def test_history_shows_when_a_rule_started_failing(target, project):
     assert newest.failures["error"] >= 1 and oldest.failures["error"] == 0
     assert not newest.success and oldest.success
     assert history(project, target.url, limit=1).runs[0].run_time == newest.run_time
+    assert past.baseline_taken_at and oldest.run_time <= past.baseline_taken_at < newest.run_time
     lines = render(past)
-    assert lines[1].split()[0] == newest.run_time and "FAILED" in lines[1]
+    assert lines[1].startswith("write-once baseline taken ")  # AC-24: when it began
+    assert lines[2].split()[0] == newest.run_time and "FAILED" in lines[2]
     assert any(PAIRED in line for line in lines)
 
 

@@ -450,6 +450,7 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     from kandev_dq.cli import app
 
     _passing_store(sqlite_target)
+    first = check(project, sqlite_target)  # takes the write-once baseline (AC-24), disclosed
     report = check(project, sqlite_target)
     assert report.success and report.state == "fully_activated"
     index, overview, activation = site_pages(report)
@@ -469,6 +470,9 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     assert page["badge_background"] == BOOTSTRAP_SUCCESS
     assert "Activation state (AC-24c) fully_activated" in text
     assert "Every rule of the latest run passed." in text
+    assert row_of(page, "Write-once baseline (AC-24)")[1].startswith(
+        f"taken {first.baseline_taken_at} (run)"
+    )
     assert row_of(page, "backfill_through (")[1:] == [
         THROUGH,
         "2026-07-30T01:30:00.5Z",
@@ -495,11 +499,12 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     still give the state and each key's kind; the store and raw values say "not recorded".
     Needs no browser: the site is also checked for remote assets here."""
     from kandev_dq.report.site import build_docs
-    from kandev_dq.run.register import REGISTER
+    from kandev_dq.run.records import Records, records_url, runs
 
     _failing_store(sqlite_target)
     check(project, sqlite_target)
-    (project / REGISTER).unlink()
+    with Records(records_url(project)) as records, records.engine.begin() as conn:
+        conn.execute(runs.delete())
     built = build_docs(project)
     assert built.index is not None and built.overview is not None
     assert_self_contained(built.index.parent)

@@ -3,7 +3,6 @@ finding, never a crash, an unevaluable rule or a result too big to keep."""
 
 from __future__ import annotations
 
-import errno
 import json
 
 import pytest
@@ -12,10 +11,10 @@ from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTI
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.migration import runner as migrate
 from kandev_dq.migration.runner import Status
-from kandev_dq.run import ledger as ledgers
 from kandev_dq.run.check import run_check
-from kandev_dq.run.ledger import KeyLedger
-from kandev_dq.store.access import open_store
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.records import Records, records_url
+from kandev_dq.store.access import open_store, resolve_url
 from tests.gxhelpers import result
 from tests.subagent_rows import (
     add_message,
@@ -39,27 +38,13 @@ __all__ = ["_keep_store_url", "quick_project"]  # fixtures this module uses from
 # --- keys of any SQL type, and the ledger ----------------------------------------------------
 
 
-def test_a_ledger_write_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
-    ledger = KeyLedger(tmp_path / "key_ledger.json")
-    ledger.record("store", {CAPTURE_SINCE: CAPTURE})
-
-    def disk_full(*_args, **_kwargs):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(ledgers.json, "dump", disk_full)
-    with pytest.raises(OSError, match="No space"):
-        ledger.record("another store", {CAPTURE_SINCE: CAPTURE})
-    assert [p.name for p in tmp_path.iterdir()] == ["key_ledger.json"]
-    assert ledger.first_seen("store") == {CAPTURE_SINCE: CAPTURE}
-
-
 @pytest.mark.parametrize(
     "stored", ["x'0001'", "20260730", "1.5", "CAST('2026-07-30T01:39:37Z' AS BLOB)"]
 )
 def test_a_key_of_another_sql_type_is_malformed_not_a_crash(sqlite_target, quick_project, stored):
     """SQLite keeps any type in ``kandev_meta.value`` (PostgreSQL's TEXT column cannot): a BLOB,
     an integer or a real is a malformed key (AC-24e), even a BLOB holding an instant's bytes;
-    the run ends with its verdict and its ledger, and no temporary file."""
+    the run ends with its verdict and its ledger."""
     StoreBuilder(sqlite_target.engine).create().keys(CAPTURE, "", CAPTURE)
     with sqlite_target.engine.begin() as conn:
         conn.exec_driver_sql(
@@ -70,9 +55,8 @@ def test_a_key_of_another_sql_type_is_malformed_not_a_crash(sqlite_target, quick
     well_formed = result(report, "expect_activation_keys_to_be_well_formed")
     assert not well_formed.success and EXECUTION_SINCE in well_formed.message
     json.dumps(report.to_json())
-    uncommitted = quick_project / "uncommitted"
-    assert (uncommitted / "key_ledger.json").is_file()
-    assert not list(uncommitted.glob(".key_ledger.*"))
+    with Records(records_url(quick_project)) as records:
+        assert records.first_values(store_identity(resolve_url(sqlite_target.url)))
     assert result(
         run_check(quick_project, sqlite_target.url, "nightly"),
         "expect_activation_keys_to_be_write_once",
@@ -200,6 +184,7 @@ def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_projec
     report = run_check(quick_project, target.url, "pre_release")
     assert unevaluated(report) == []
     assert not result(report, "expect_tool_status_in_acp_vocabulary").success
-    files = list((quick_project / "uncommitted" / "validations").rglob("*.json"))
-    assert files and all(f.stat().st_size < RESULT_FILE_BOUND for f in files)
-    assert any(f"[{FIVE_MB} characters" in f.read_text() for f in files)
+    with Records(records_url(quick_project)) as records:
+        stored = [records.get_result(key) for key in records.result_keys()]
+    assert stored and all(len(value.encode()) < RESULT_FILE_BOUND for value in stored)
+    assert any(f"[{FIVE_MB} characters" in value for value in stored)

@@ -242,6 +242,38 @@ def test_write_once_fails_on_a_rewritten_or_deleted_key_naming_both_values(now):
     assert not finding.success and finding.unexpected_count == 1
     assert finding.sample == [{"key": CAPTURE_SINCE, "first_seen": CAPTURE, "now": now}]
     assert f"{CAPTURE!r} -> {now!r}" in finding.message
+    assert "kandev-dq ledger accept --store" in finding.message  # the way out, named (AC-24)
+
+
+BASELINE = activation.ExpectWriteOnceBaselineToPredateThisRun
+TAKEN = "2026-11-30T10:00:00.000000Z"
+
+
+def test_a_baseline_taken_by_this_run_is_disclosed_at_info():
+    """AC-24: a first run passes write-once vacuously, and says so."""
+    rule = BASELINE.at_default_severity(
+        baseline={"taken_at": TAKEN, "source": "run", "recorded_now": True}
+    )
+    finding = rule.judge(_keys_facts())
+    assert rule.severity.value == "info" and not finding.success
+    assert finding.message == (
+        "write-once baseline recorded now; rewrites before this run cannot be seen"
+    )
+
+
+def test_an_earlier_baseline_passes_naming_when_it_was_taken():
+    """AC-24: with an earlier record of the store, write-once is really judged."""
+    rule = BASELINE.at_default_severity(
+        baseline={"taken_at": TAKEN, "source": "run", "recorded_now": False}
+    )
+    finding = rule.judge(_keys_facts())
+    assert finding.success and TAKEN in finding.message
+
+
+def test_no_baseline_is_disclosed():
+    """AC-24: a suite run outside `kandev-dq check` has no records: never a silent pass."""
+    finding = BASELINE.at_default_severity().judge(_keys_facts())
+    assert not finding.success and activation.WRITE_ONCE_BASELINE in finding.message
 
 
 def test_write_once_fails_without_a_key_ledger():

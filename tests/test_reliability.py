@@ -32,8 +32,10 @@ from kandev_dq.migration import runner as migrate
 from kandev_dq.migration import schema_steps
 from kandev_dq.migration.runner import Status
 from kandev_dq.run.check import run_check
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import open_store, resolve_url
 from kandev_dq.store.snapshot import facts_for
 from tests.gxhelpers import result
 from tests.subagent_rows import (
@@ -238,8 +240,9 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
         assert secret not in caplog.text
         assert _files_holding(project, secret.encode()) == []
         assert _files_holding(audit_dir, secret.encode()) == []
-    assert (project / "uncommitted" / "key_ledger.json").is_file()
-    assert list((project / "uncommitted" / "validations").rglob("*.json"))
+    assert (project / "uncommitted" / "records.db").is_file()
+    with Records(records_url(project)) as records:
+        assert records.result_keys() and records.run_records()
     assert (audit_dir / "SUMMARY.md").is_file()
 
 
@@ -642,8 +645,9 @@ def test_a_ten_megabyte_key(target, quick_project):
     well_formed = result(first, "expect_activation_keys_to_be_well_formed")
     assert not well_formed.success and "far longer than any RFC3339 instant" in well_formed.message
     assert len(json.dumps(first.to_json(), default=str)) < 100_000
-    ledger = quick_project / "uncommitted" / "key_ledger.json"
-    assert ledger.stat().st_size < 10_000
+    with Records(records_url(quick_project)) as records:
+        first_seen = records.first_values(store_identity(resolve_url(target.url)))
+        assert first_seen and all(len(value) < 10_000 for value in first_seen.values())
     again = run_check(quick_project, target.url, "nightly")
     assert result(again, "expect_activation_keys_to_be_write_once").success
     store.set_key(CAPTURE_SINCE, huge[:-1] + "8")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -30,6 +29,7 @@ from kandev_dq.contract.instants import (
     parse_key,
     parse_stored,
 )
+from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.dialect import recognised_utc_text, utc_instant
 from kandev_dq.sql.mapping import subagent_messages
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
@@ -432,8 +432,7 @@ def _write_hostile_store(target, plan: dict) -> None:
 
 def _check(capsys, target, project) -> dict:
     uncommitted = project / "uncommitted"
-    shutil.rmtree(uncommitted / "validations", ignore_errors=True)
-    (uncommitted / "key_ledger.json").unlink(missing_ok=True)  # each store is a new store
+    (uncommitted / "records.db").unlink(missing_ok=True)  # each store is a new store
     code, out, err = cli(
         capsys,
         "check",
@@ -447,8 +446,9 @@ def _check(capsys, target, project) -> dict:
         "json",
     )
     assert code in (0, 1) and "Traceback" not in err, err[-2000:]
-    files = list((uncommitted / "validations").rglob("*.json"))
-    assert files and all(f.stat().st_size < RESULT_FILE_BOUND for f in files)
+    with Records(records_url(project)) as records:
+        stored = [records.get_result(key) for key in records.result_keys()]
+    assert stored and all(len(value.encode()) < RESULT_FILE_BOUND for value in stored)
     report = json.loads(out)
     return {"exit": code, "success": report["success"]}
 

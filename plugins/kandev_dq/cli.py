@@ -57,6 +57,17 @@ ProjectOption = Annotated[
         show_default=False,
     ),
 ]
+RecordsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--records",
+        metavar="URL|PATH",
+        help="Records database (key ledger, run register, validation results): a SQLite file "
+        "or a PostgreSQL URL, never the store itself. Default: $KANDEV_DQ_RECORDS_URL, then "
+        "the project's setting, then uncommitted/records.db.",
+        show_default=False,
+    ),
+]
 
 
 QuietOption = Annotated[
@@ -251,6 +262,7 @@ def check(
     project: ProjectOption = None,
     quiet: QuietOption = False,
     allow_project_code: AllowCodeOption = False,
+    records: RecordsOption = None,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     _errors_as_json(output is CheckFormat.json)
@@ -258,7 +270,12 @@ def check(
     from kandev_dq.run.check import run_check, verdict_line
 
     report = run_check(
-        folder, store, checkpoint, _progress(quiet), allow_project_code=allow_project_code
+        folder,
+        store,
+        checkpoint,
+        _progress(quiet),
+        allow_project_code=allow_project_code,
+        records=records,
     )
     if not quiet:
         _used(folder)
@@ -286,7 +303,12 @@ def _print_report(report, headline: str) -> None:
     else:  # plain lines for logs, cron mail and pipes
         for r in flagged:
             say(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"))
+    from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
+
     say(headline)
+    for r in report.results:  # the first sighting is said, never a silent vacuous pass (AC-24)
+        if r.expectation == BASELINE_DISCLOSURE and not r.success:
+            say(one_line(f"note: {r.message} (records: {report.records})"))
     if report.state != "fully_activated" and report.state_explanation:
         say(one_line(report.state_explanation))
     if report.docs_index:
@@ -303,6 +325,7 @@ def audit(
     project: ProjectOption = None,
     quiet: QuietOption = False,
     allow_project_code: AllowCodeOption = False,
+    records: RecordsOption = None,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
     folder = _checked_inputs(project, store, "pre_release")
@@ -310,7 +333,12 @@ def audit(
     from kandev_dq.run.check import verdict_line
 
     done = run_audit(
-        folder, store, out_dir, _progress(quiet), allow_project_code=allow_project_code
+        folder,
+        store,
+        out_dir,
+        _progress(quiet),
+        allow_project_code=allow_project_code,
+        records=records,
     )
     if not quiet:
         _used(folder)
@@ -326,14 +354,16 @@ def history(
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many runs.")] = 20,
     output: Annotated[Format, typer.Option("--format")] = Format.text,
     allow_project_code: AllowCodeOption = False,
+    records: RecordsOption = None,
 ) -> None:
-    """Past runs of a store in this project, newest first: when each rule started failing."""
+    """Past runs of a store, newest first, from the records database: when each rule started
+    failing, when the write-once baseline was taken, and every accepted key reset."""
     _errors_as_json(output is Format.json)
     folder = _project(project)
     from kandev_dq.report.history import history as past_runs
     from kandev_dq.report.history import render
 
-    past = past_runs(folder, store, limit, allow_project_code=allow_project_code)
+    past = past_runs(folder, store, limit, allow_project_code=allow_project_code, records=records)
     _used(folder)
     if output is Format.json:
         print(json.dumps(past.to_json(), default=str))
@@ -439,12 +469,13 @@ def docs(
         bool, typer.Option("--open", help="Open the index page in a web browser.")
     ] = False,
     allow_project_code: AllowCodeOption = False,
+    records: RecordsOption = None,
 ) -> None:
-    """(Re)build the data docs from the stored validation results and print the index path."""
+    """(Re)build the data docs from the records database and print the index path."""
     folder = _project(project)
     from kandev_dq.report.site import build_docs
 
-    built = build_docs(folder, allow_project_code=allow_project_code)
+    built = build_docs(folder, allow_project_code=allow_project_code, records=records)
     _used(folder)
     if built.index is None:
         raise KandevDqError("the project has no local data docs site: nothing to open")
@@ -665,6 +696,80 @@ def scenarios_matrix(
     for problem in found:
         err.print(f"kandev-dq: problem: {problem}", markup=False)
     raise typer.Exit(int(ExitCode.FAILED if found else ExitCode.OK))
+
+
+ledger_app = typer.Typer(
+    no_args_is_help=True,
+    help="The key ledger (AC-24 write-once): each store's first key values, and accepted resets.",
+)
+app.add_typer(ledger_app, name="ledger")
+records_app = typer.Typer(no_args_is_help=True, help="The records database: retention.")
+app.add_typer(records_app, name="records")
+
+
+@ledger_app.command("show")
+def ledger_show(
+    store: StoreOption = None,
+    project: ProjectOption = None,
+    records: RecordsOption = None,
+    output: Annotated[Format, typer.Option("--format")] = Format.text,
+) -> None:
+    """A store's write-once baseline, first key values and accepted resets."""
+    _errors_as_json(output is Format.json)
+    from dataclasses import asdict
+
+    from kandev_dq.run.ledger_commands import ledger_view, render_ledger
+
+    view = ledger_view(_project(project), store, records)
+    if output is Format.json:
+        print(json.dumps(asdict(view), default=str))
+        return
+    for line in render_ledger(view):
+        say(line)
+
+
+@ledger_app.command("accept")
+def ledger_accept(
+    key: Annotated[str, typer.Option("--key", help="The activation key whose value to accept.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why the change is legitimate (e.g. a restored backup).")
+    ],
+    store: StoreOption = None,
+    project: ProjectOption = None,
+    records: RecordsOption = None,
+) -> None:
+    """Accept a key's current value after a legitimate reset (recorded with time, user and
+    reason; the next check compares with it). Reads the store, never writes it."""
+    from kandev_dq.run.ledger_commands import accept_key
+
+    accept = accept_key(_project(project), store, key, reason, records)
+    say(
+        one_line(
+            f"accepted {accept.key_name} = {accept.accepted_value!r} (was "
+            f"{accept.replaced_value!r}) for {accept.store_identity}, by {accept.accepted_by} at "
+            f"{accept.accepted_at}: {accept.reason}"
+        )
+    )
+
+
+@records_app.command("prune")
+def records_prune(
+    keep_days: Annotated[
+        int, typer.Option("--keep-days", min=0, help="Keep results of the last N days.")
+    ],
+    project: ProjectOption = None,
+    records: RecordsOption = None,
+) -> None:
+    """Drop validation results and run records older than N days; never a key ledger entry,
+    a baseline or an accepted reset."""
+    from kandev_dq.run.records import Records, records_url
+
+    with Records(records_url(_project(project), records)) as opened:
+        pruned = opened.prune(keep_days)
+        say(
+            f"pruned {opened.shown}: {pruned.results} validation result(s) and {pruned.runs} "
+            f"run record(s) from before {pruned.cutoff}; the key ledger is kept whole"
+        )
 
 
 def main() -> None:

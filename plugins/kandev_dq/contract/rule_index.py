@@ -23,6 +23,8 @@ class IndexedRule:
 #: The GX suite parameter carrying the key ledger's first sightings of a store (AC-24): named
 #: here, without GX, because the suites that pass it are written from this index.
 KEY_LEDGER = "kandev_key_ledger"
+#: The GX suite parameter saying when this store's write-once record began (AC-24).
+WRITE_ONCE_BASELINE = "kandev_write_once_baseline"
 
 
 def _r(expectation: str, suite: str, severity: str, rules: tuple[str, ...]) -> IndexedRule:
@@ -47,6 +49,7 @@ RULE_INDEX: tuple[IndexedRule, ...] = (
     ),
     _r("expect_execution_since_not_pending_self_heal", "activation", "warning", ("AC-33b",)),
     _r("expect_activation_keys_to_be_write_once", "activation", "error", ("AC-24",)),
+    _r("expect_write_once_baseline_to_predate_this_run", "activation", "info", ("AC-24",)),
     _r(
         "expect_backfill_through_not_after_capture_since",
         "activation",

@@ -16,7 +16,7 @@ from kandev_dq.contract.instants import (
     Precision,
     parse_key,
 )
-from kandev_dq.contract.rule_index import KEY_LEDGER
+from kandev_dq.contract.rule_index import KEY_LEDGER, WRITE_ONCE_BASELINE
 from kandev_dq.contract.states import SELF_HEAL, STATES, explain_state
 from kandev_dq.expectations.base import (
     Finding,
@@ -32,6 +32,11 @@ from kandev_dq.facts.activation import (
 )
 
 _ONE_SECOND = timedelta(seconds=1)
+#: The rule disclosing a write-once record that begins with this run: a fact of the records
+#: database, not of the store (its type, as GX derives it from the class name).
+BASELINE_DISCLOSURE = "expect_write_once_baseline_to_predate_this_run"
+#: How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup).
+ACCEPT_COMMAND = "kandev-dq ledger accept --store STORE --key KEY --reason TEXT"
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
@@ -85,9 +90,54 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
         return Finding(
             success=False,
             observed_value=len(changed),
-            message=f"key rewritten or deleted: {said}",
+            message=(
+                f"key rewritten or deleted: {said}; if this was a legitimate reset (a restored "
+                f"backup), record it with `{ACCEPT_COMMAND}`"
+            ),
             unexpected_count=len(changed),
             sample=changed,
+        )
+
+
+class ExpectWriteOnceBaselineToPredateThisRun(_ActivationExpectation):
+    """Discloses a write-once record that begins with this run (AC-24).
+
+    Write-once is judged against the records of earlier runs; on the first run against a store
+    (a new machine, a new records database) there are none, so the write-once rule passes
+    vacuously. This info rule says so instead of letting that pass read as a proof.
+    ``kandev-dq check`` passes :data:`WRITE_ONCE_BASELINE`: when the records' baseline of this
+    store was taken, and whether this run took it.
+    """
+
+    default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
+    rules: ClassVar[tuple[str, ...]] = ("AC-24",)
+    rule_text: ClassVar[str] = "The write-once baseline predates this run"
+    #: ``{"taken_at", "source", "recorded_now"}``; in a suite ``{"$PARAMETER": ...}``.
+    baseline: dict[str, Any] | None = None
+
+    def judge(self, facts: dict[str, Any]) -> Finding:
+        if not self.baseline:
+            return Finding(
+                success=False,
+                observed_value="no baseline",
+                message=(
+                    f"no write-once baseline for this run (the {WRITE_ONCE_BASELINE} suite "
+                    "parameter): rewrites cannot be seen; run it through `kandev-dq check`"
+                ),
+            )
+        taken = self.baseline.get("taken_at")
+        if self.baseline.get("recorded_now"):
+            return Finding(
+                success=False,
+                observed_value=taken,
+                message=(
+                    "write-once baseline recorded now; rewrites before this run cannot be seen"
+                ),
+            )
+        return Finding(
+            success=True,
+            observed_value=taken,
+            message=f"write-once baseline taken at {taken}",
         )
 
 

@@ -64,6 +64,7 @@ def run_audit(
     progress: Progress | None = None,
     *,
     allow_project_code: bool = False,
+    records: str | None = None,
 ) -> AuditResult:
     """Run ``pre_release`` on ``target`` and write the audit folder ``out``."""
     project, out = Path(project), Path(out)
@@ -72,7 +73,14 @@ def run_audit(
         raise KandevDqError(f"{out} is inside the project's data docs: choose another --out")
     check_folder(out)
     ran_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    report = run_check(project, target, CHECKPOINT, progress, allow_project_code=allow_project_code)
+    report = run_check(
+        project,
+        target,
+        CHECKPOINT,
+        progress,
+        allow_project_code=allow_project_code,
+        records=records,
+    )
     out.mkdir(parents=True, exist_ok=True)
     (out / MARKER).write_text("written by kandev-dq audit\n", encoding="utf-8")
     for name in WRITTEN:

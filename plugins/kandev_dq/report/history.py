@@ -1,27 +1,29 @@
-"""Past runs of one store, newest first, read back from GX's validation-results store.
+"""Past runs of one store, newest first, read back from the records database.
 
-GX keeps one validation result per suite and run under ``<project>/uncommitted/validations/
-<suite>/<run name>/<run time>/<batch>.json``. ``kandev-dq check`` names each run
-``<checkpoint>@<store tag>`` (:mod:`kandev_dq.run.checkpoint`), so a store's runs are the keys
-whose run name carries its tag; they are listed and read through GX's own store API
-(``context.validation_results_store.list_keys()``/``get()``). Runs made without kandev-dq (plain
-GX, no run name) cannot be attributed to a store and are not listed.
+``kandev-dq check`` records each run in the run register of the records database
+(:mod:`kandev_dq.run.records`): its time, checkpoint, state, verdict, failed rules by severity
+and the failed rules themselves. ``history`` reads that register, so it works from any machine
+and any project folder that points at the same records database, and reads neither GX nor the
+store (the store is named from its URL alone). It also says when the store's write-once
+baseline was taken and lists every accepted key reset (``kandev-dq ledger accept``, AC-24),
+and gives the timeline the data docs overview charts (:func:`timeline`), read from the
+validation results the records database keeps.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.states import STATES
-from kandev_dq.run.checkpoint import parse_run_name, store_tag
 from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.project import load_context
+from kandev_dq.run.records import Accept, Records, records_url
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.store.access import chosen_store, resolve_url, shown_store
 
+SEVERITIES = ("error", "warning", "info")
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
 
 
@@ -43,7 +45,7 @@ class PastRun:
     run_name: str
     suites: list[str]
     state: str | None
-    success: bool
+    success: bool | None  #: None: the run did not finish (it was interrupted)
     failures: dict[str, int]
     failed: list[FailedRule] = field(default_factory=list)
 
@@ -56,7 +58,6 @@ HEALTH_FIGURES = {
     "excess": "expect_no_writer_excess_since_capture_since",
     "rows_since_capture": "expect_no_cross_execution_collisions_since_capture_since",
 }
-SEVERITY_ORDER = ("error", "warning", "info")
 
 
 @dataclass
@@ -89,6 +90,11 @@ class Timeline:
 class History:
     store: str
     runs: list[PastRun]
+    records: str = ""
+    #: When the write-once record of this store began, and where it came from (AC-24).
+    baseline_taken_at: str | None = None
+    baseline_source: str | None = None
+    accepts: list[Accept] = field(default_factory=list)
     #: The overview chart's series for this store (its last :data:`TIMELINE_RUNS` runs).
     timeline: Timeline | None = None
 
@@ -96,36 +102,48 @@ class History:
         return asdict(self)
 
 
-def runs_of(results_store, tag: str) -> dict[tuple[str, Any], list]:
-    """The result keys of each run of the store ``tag`` names, by (run name, run time)."""
-    groups: dict[tuple[str, Any], list] = defaultdict(list)
-    for key in results_store.list_keys():
-        parsed = parse_run_name(key.run_id.run_name)
-        if parsed and parsed[1] == tag:
-            groups[(key.run_id.run_name, key.run_id.run_time)].append(key)
-    return groups
+def history(
+    project: Path,
+    target: str | None,
+    limit: int = 20,
+    *,
+    allow_project_code: bool = False,
+    records: str | None = None,
+) -> History:
+    """The last ``limit`` runs recorded for ``target``, newest first.
+
+    History loads no project code (nor GX); ``allow_project_code`` only lets the project's yml
+    name a records database outside its folder (:func:`~kandev_dq.run.records.records_url`)."""
+    url = resolve_url(chosen_store(target))
+    identity = store_identity(url)
+    with Records(records_url(project, records, allow_project_code=allow_project_code)) as opened:
+        baseline = opened.baseline(identity)
+        runs = [_past_run(r) for r in opened.run_records(identity=identity, limit=max(limit, 0))]
+        return History(
+            store=shown_store(url),
+            runs=runs,
+            records=opened.shown,
+            baseline_taken_at=baseline.taken_at if baseline else None,
+            baseline_source=baseline.source if baseline else None,
+            accepts=opened.accepts(identity),
+            timeline=timeline(opened, identity),
+        )
 
 
-def timeline(context, tag: str, limit: int = TIMELINE_RUNS) -> Timeline:
+def timeline(records: Records, identity: str, limit: int = TIMELINE_RUNS) -> Timeline:
     """THE series the overview charts and ``history --format json`` gives: the last ``limit``
-    runs of the store ``tag`` names, oldest first, read from GX's validation-results store (and
-    the run register for the keys)."""
-    from kandev_dq.run.register import load_register, run_key
-
-    results_store = context.validation_results_store
-    groups = runs_of(results_store, tag)
-    chosen = sorted(groups, key=lambda group: group[1])[-max(limit, 0) :] if limit else []
-    register = load_register(getattr(context, "root_directory", None))
+    runs of the store ``identity`` names, oldest first, from the run register and the
+    validation results of the records database (no GX)."""
+    chosen = list(reversed(records.run_records(identity=identity, limit=max(limit, 0))))
     points: list[TimelinePoint] = []
     first_seen: dict[str, str] = {}
-    for index, (name, when) in enumerate(chosen, start=1):
+    for index, record in enumerate(chosen, start=1):
         suites: dict[str, str] = {}
         health: dict[str, int | None] = dict.fromkeys(HEALTH_FIGURES)
         state = None
-        for key in groups[(name, when)]:
-            suite_result = results_store.get(key)
+        for suite, value in records.results_of_run(record["run_name"], record["run_key"]):
             worst = "passed"
-            for raw in suite_result.results:
+            for raw in json.loads(value).get("results") or []:
                 rule = rule_result(raw)
                 if rule.expectation == STATE_EXPECTATION and rule.observed_value in STATES:
                     state = rule.observed_value
@@ -133,25 +151,20 @@ def timeline(context, tag: str, limit: int = TIMELINE_RUNS) -> Timeline:
                     if rule.expectation == expectation:
                         health[figure] = _figure(figure, raw, rule)
                 if not rule.success and (
-                    worst == "passed"
-                    or SEVERITY_ORDER.index(rule.severity) < SEVERITY_ORDER.index(worst)
+                    worst == "passed" or SEVERITIES.index(rule.severity) < SEVERITIES.index(worst)
                 ):
                     worst = rule.severity
-            suites[suite_result.suite_name] = worst
-        run_time = when.isoformat().replace("+00:00", "Z")
-        record = register.get(run_key(groups[(name, when)][0].run_id))
-        present = None
-        if record is not None:
-            present = sorted(
-                k for k, d in (record.get("keys") or {}).items() if d.get("kind") != "absent"
-            )
-            for k in present:
-                first_seen.setdefault(k, run_time)
+            suites[suite] = worst
+        present = sorted(
+            k for k, d in (record.get("keys") or {}).items() if d.get("kind") != "absent"
+        )
+        for k in present:
+            first_seen.setdefault(k, record["run_time"])
         points.append(
             TimelinePoint(
                 run=index,
-                run_time=run_time,
-                checkpoint=parse_run_name(name)[0],  # type: ignore[index] - grouped keys parse
+                run_time=record["run_time"],
+                checkpoint=record["checkpoint"],
                 suites=dict(sorted(suites.items())),
                 state=state,
                 health=health,
@@ -170,65 +183,50 @@ def _figure(figure: str, raw, rule: RuleResult) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def history(
-    project: Path, target: str | None, limit: int = 20, *, allow_project_code: bool = False
-) -> History:
-    """The last ``limit`` runs recorded for ``target`` in ``project``, newest first.
-
-    The store is named from its URL alone, without connecting to it (history needs only
-    results): its ledger identity finds its runs, and it is shown as every command shows it."""
-    url = resolve_url(chosen_store(target))
-    tag = store_tag(store_identity(url))
-    context = load_context(project, allow_project_code=allow_project_code)
-    results_store = context.validation_results_store
-    groups = runs_of(results_store, tag)
-    newest = sorted(groups, key=lambda group: group[1], reverse=True)[: max(limit, 0)]
-    runs = [_past_run(results_store, name, when, groups[(name, when)]) for name, when in newest]
-    return History(store=shown_store(url), runs=runs, timeline=timeline(context, tag))
-
-
-def _past_run(results_store, name: str, when, keys: list) -> PastRun:
-    checkpoint = parse_run_name(name)[0]  # type: ignore[index] - grouped keys all parse
-    suites, failed, state = [], [], None
-    for suite_result in (results_store.get(k) for k in keys):
-        suites.append(suite_result.suite_name)
-        for raw in suite_result.results:
-            rule: RuleResult = rule_result(raw)
-            if rule.expectation == STATE_EXPECTATION and rule.observed_value in STATES:
-                state = rule.observed_value
-            if not rule.success:
-                failed.append(
-                    FailedRule(
-                        suite_result.suite_name,
-                        rule.expectation,
-                        rule.rules,
-                        rule.severity,
-                        rule.message,
-                    )
-                )
-    failures = {s: sum(f.severity == s for f in failed) for s in ("error", "warning", "info")}
-    success = failures["error"] == 0
+def _past_run(record: dict[str, Any]) -> PastRun:
     order = {"error": 0, "warning": 1, "info": 2}
+    failed = [
+        FailedRule(
+            f.get("suite", ""),
+            f.get("expectation", ""),
+            list(f.get("rules") or []),
+            f.get("severity", ""),
+            f.get("message", ""),
+        )
+        for f in record.get("failed_rules") or []
+    ]
     failed.sort(key=lambda f: (order.get(f.severity, 3), f.suite, f.expectation))
+    counts = record.get("counts") or {}
     return PastRun(
-        run_time=when.isoformat().replace("+00:00", "Z"),
-        checkpoint=checkpoint,
-        run_name=name,
-        suites=sorted(suites),
-        state=state,
-        success=success,
-        failures=failures,
+        run_time=record["run_time"],
+        checkpoint=record["checkpoint"],
+        run_name=record["run_name"],
+        suites=sorted(counts.get("suites") or []),
+        state=record.get("state"),
+        success=record.get("success"),
+        failures={s: int(counts.get(s, 0)) for s in SEVERITIES},
         failed=failed,
     )
 
 
 def render(past: History) -> list[str]:
-    """Plain lines: one per run, then its failed and warned rules, indented."""
-    if not past.runs:
-        return [f"no recorded kandev-dq runs for {past.store} in this project"]
-    lines = [f"runs of {past.store}, newest first:"]
+    """Plain lines: the baseline, accepted resets, then one line per run with its failed and
+    warned rules, indented."""
+    if not past.runs and past.baseline_taken_at is None:
+        return [f"no recorded kandev-dq runs for {past.store} in {past.records}"]
+    lines = [f"runs of {past.store}, newest first (records: {past.records}):"]
+    if past.baseline_taken_at:
+        lines.append(
+            f"write-once baseline taken {past.baseline_taken_at} ({past.baseline_source}); "
+            "rewrites before it cannot be seen"
+        )
+    for accept in past.accepts:
+        lines.append(
+            f"accepted {accept.accepted_at} by {accept.accepted_by}: {accept.key_name} "
+            f"{accept.replaced_value!r} -> {accept.accepted_value!r} ({accept.reason})"
+        )
     for run in past.runs:
-        verdict = "PASSED" if run.success else "FAILED"
+        verdict = {True: "PASSED", False: "FAILED", None: "UNFINISHED"}[run.success]
         counts = run.failures
         lines.append(
             f"{run.run_time}  {run.checkpoint:<15} {run.state or '(state not recorded)':<16} "

@@ -58,9 +58,9 @@ from kandev_dq.expectations.base import listing_block
 from kandev_dq.report.history import Timeline, timeline
 from kandev_dq.report.timeline_chart import timeline_svg
 from kandev_dq.run import gx_adapter
-from kandev_dq.run.checkpoint import parse_run_name
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.run.results_store import RecordsStoreBackend
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +70,10 @@ STATIC = ASSETS / "static"
 OVERVIEW_PAGE = "overview.html"
 OVERVIEW_RENDERER = "KandevOverviewPageRenderer"
 RUNS_SHOWN = 20
+#: Validation results the index lists and a full build renders, newest first (GX's own
+#: ``validation_results_limit``): a build reads this many results, however long the history,
+#: so a check's docs cost stays flat. ``history`` and the records keep every run.
+INDEX_RESULTS_LIMIT = 100
 ACTIVATION_SUITE = "activation"
 HEALTH_SUITE = "writer_health"
 
@@ -190,6 +194,9 @@ class Overview:
     health: SuiteRun | None = None
     #: The latest run's store over its last runs (:func:`kandev_dq.report.history.timeline`).
     timeline: Timeline | None = None
+    #: The latest run's store in the records: its write-once baseline and accepted resets.
+    baseline: Any = None
+    accepts: list[Any] = field(default_factory=list)
 
     @property
     def latest(self) -> Run | None:
@@ -201,7 +208,15 @@ def collect_overview(context) -> Overview:
     store = context.validation_results_store
     keys = [k for k in store.list_keys() if "profiling" not in (k.run_id.run_name or "")]
     keys.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
-    register = load_register(getattr(context, "root_directory", None))
+    records = records_of(context)
+    recorded: dict[str, dict[str, Any] | None] = {}
+
+    def record(name: str) -> dict[str, Any] | None:
+        # Read run by run, as runs are shown: a build's cost does not grow with the history.
+        if name not in recorded:
+            recorded[name] = load_register(records, [name]).get(name)
+        return recorded[name]
+
     checkpoints = _checkpoint_names(context)
     loaded: dict[Any, SuiteRun | None] = {}
 
@@ -237,7 +252,7 @@ def collect_overview(context) -> Overview:
                 name,
                 key.run_id.run_time,
                 checkpoints.get(suite_run.checkpoint_id or ""),
-                record=register.get(name),
+                record=record(name),
             )
         run.suites.append(suite_run)
     for run in runs.values():
@@ -250,17 +265,26 @@ def collect_overview(context) -> Overview:
         for key in keys:
             if key.expectation_suite_identifier.name != suite:
                 continue
-            if (register.get(run_key(key.run_id)) or {}).get("store") != wanted_store:
+            if (record(run_key(key.run_id)) or {}).get("store") != wanted_store:
                 continue
             return load(key)
         return None
 
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)
-    parsed = parse_run_name(keys[0].run_id.run_name) if keys else None
-    if parsed:  # a run kandev-dq named: its store's runs are charted
-        overview.timeline = timeline(context, parsed[1])
+    identity = ((latest.record or {}) if latest else {}).get("store_identity")
+    if records is not None and identity:
+        overview.baseline = records.baseline(identity)
+        overview.accepts = records.accepts(identity)
+        overview.timeline = timeline(records, identity)
     return overview
+
+
+def records_of(context):
+    """The records database the context's results come from (None: an older project keeping
+    its results in files, whose runs then show what their results say)."""
+    backend = context.validation_results_store.store_backend
+    return backend.records if isinstance(backend, RecordsStoreBackend) else None
 
 
 def _checkpoint_names(context) -> dict[str, str]:
@@ -687,8 +711,30 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
             _esc(f"{latest.checkpoint or '(no checkpoint)'} at {_when(latest.run_time)}"),
         ],
         ["Verdict", _string("$v", {"v": verdict}, classes=[colour, "font-weight-bold"])],
+        ["Write-once baseline (AC-24)", _esc(_baseline_text(overview))],
     ]
     blocks.append(_table([], facts, classes=["kandev-run-facts"]))
+    if overview.accepts:
+        blocks.append(
+            _title("Accepted key resets", "recorded with `kandev-dq ledger accept` (AC-24)")
+        )
+        blocks.append(
+            _table(
+                ["accepted at", "by", "key", "from", "to", "reason"],
+                [
+                    [
+                        _esc(a.accepted_at),
+                        _esc(a.accepted_by),
+                        _esc(a.key_name),
+                        _esc(repr(a.replaced_value)),
+                        _esc(repr(a.accepted_value)),
+                        _esc(a.reason),
+                    ]
+                    for a in overview.accepts
+                ],
+                classes=["kandev-accepts"],
+            )
+        )
     blocks.append(
         _block(
             "<div class='mb-1 text-muted'>Activation state (AC-24c)</div>$state"
@@ -722,6 +768,13 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
             )
         )
     return RenderedSectionContent(content_blocks=blocks, section_name="Overview")
+
+
+def _baseline_text(overview: Overview) -> str:
+    baseline = overview.baseline
+    if baseline is None:
+        return "not recorded: write-once was not judged against earlier runs"
+    return f"taken {baseline.taken_at} ({baseline.source}); rewrites before it cannot be seen"
 
 
 def _findings_section(overview: Overview) -> RenderedSectionContent:
@@ -899,6 +952,7 @@ class KandevSiteBuilder(SiteBuilder):
                     "class_name": KandevSiteIndexPageRenderer.__name__,
                 },
                 "view": {"module_name": __name__, "class_name": KandevIndexPageView.__name__},
+                "validation_results_limit": INDEX_RESULTS_LIMIT,
             },
             dict(site_index_builder or {}),
         )
@@ -925,7 +979,11 @@ class KandevSiteBuilder(SiteBuilder):
     def build(self, resource_identifiers=None, build_index: bool = True):
         """GX's build, with kandev-dq's assets and the overview (whose failure, like a GX
         page's, is logged and never fails the checkpoint run that builds the docs)."""
-        for section_builder in self.site_section_builders.values():
+        for name, section_builder in self.site_section_builders.items():
+            if name == "profiling" and not _profiling(resource_identifiers):
+                # A run's own build: GX would compare every stored result with this run's,
+                # a cost growing with the history, to find profiling runs kandev-dq never makes.
+                continue
             section_builder.build(resource_identifiers=resource_identifiers)
         copy_assets(self.target_store)
         overview = None
@@ -951,6 +1009,17 @@ class KandevSiteBuilder(SiteBuilder):
         )
 
 
+def _profiling(resource_identifiers) -> bool:
+    """Whether a build may hold profiling results: a whole build, or one naming a profiling run
+    (GX's own filter: a run name including "profiling")."""
+    if resource_identifiers is None:
+        return True
+    return any(
+        "profiling" in (getattr(getattr(k, "run_id", None), "run_name", None) or "")
+        for k in resource_identifiers
+    )
+
+
 def copy_assets(target_store) -> None:
     """Copy ``docs_assets/static`` into the site's ``static/`` (through its store backend)."""
     backend = target_store.store_backends["static_assets"]
@@ -972,12 +1041,21 @@ class DocsBuild:
     url: str | None
 
 
-def build_docs(project: Path, *, allow_project_code: bool = False) -> DocsBuild:
-    """(Re)build every data docs site of ``project``; the first local site's index and overview."""
+def build_docs(
+    project: Path, *, allow_project_code: bool = False, records: str | None = None
+) -> DocsBuild:
+    """(Re)build every data docs site of ``project`` from its records database; the first local
+    site's index and overview."""
     from kandev_dq.run.project import load_context
+    from kandev_dq.run.records import Records, records_url
+    from kandev_dq.run.results_store import attach_records
 
-    context = load_context(Path(project), allow_project_code=allow_project_code)
-    urls = context.build_data_docs()
+    with Records(
+        records_url(Path(project), records, allow_project_code=allow_project_code)
+    ) as opened:
+        context = load_context(Path(project), allow_project_code=allow_project_code)
+        attach_records(context, opened)
+        urls = context.build_data_docs()
     url = next(iter(urls.values()), None) if urls else None
     index = None
     if url and url.startswith("file://"):

@@ -16,21 +16,20 @@ from typing import Any
 
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.expectations.activation import KEY_LEDGER
+from kandev_dq.expectations.activation import KEY_LEDGER, WRITE_ONCE_BASELINE
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
-from kandev_dq.run.ledger import KeyLedger, store_identity
+from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
-from kandev_dq.run.register import record_run, run_key
+from kandev_dq.run.records import JSON_LEDGER, Records, records_url, refuse_the_store
+from kandev_dq.run.register import finish_run, record_run
 from kandev_dq.run.results import RuleResult, failing_severities, rule_result
+from kandev_dq.run.results_store import attach_records
 from kandev_dq.run.versions import kandev_dq_version, server_version
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import chosen_store, open_store, resolve_url
 from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.snapshot import pinned
-
-LEDGER = Path("uncommitted") / "key_ledger.json"
-
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -45,6 +44,9 @@ class CheckReport:
     keys: dict[str, str | None]
     #: What the state means, why a store is in it, and what moves it on (AC-24c).
     state_explanation: str = ""
+    #: The records database (no credentials) and when this store's write-once record began.
+    records: str = ""
+    baseline_taken_at: str = ""
     results: list[RuleResult] = field(default_factory=list)
     docs_index: str | None = None
     run_name: str = ""
@@ -76,23 +78,49 @@ def run_check(
     progress: runs.Progress | None = None,
     *,
     allow_project_code: bool = False,
+    records: str | None = None,
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
     The run is named for its checkpoint and store (:func:`kandev_dq.run.checkpoint.run_name`, no
-    credentials), reports to ``progress`` suite by suite, and notifies when configured.
+    credentials), reports to ``progress`` suite by suite, and notifies when configured. Its key
+    ledger, register and results go to the records database (``records``, else the project's,
+    :func:`kandev_dq.run.records.records_url`): refused when it is the store, exit 2 when it
+    cannot be opened, both before the store is opened.
     """
+    started = time.perf_counter()
+    chosen_records = records_url(project, records, allow_project_code=allow_project_code)
+    refuse_the_store(chosen_records, resolve_url(chosen_store(target)))
+    with Records(chosen_records) as ledger:
+        ledger.import_json_ledger(Path(project) / JSON_LEDGER)
+        report = _run_with_records(
+            project, target, checkpoint, progress, ledger, allow_project_code
+        )
+        report.duration_s = round(time.perf_counter() - started, 3)
+        return report
+
+
+def _run_with_records(
+    project: Path,
+    target: str | None,
+    checkpoint: str,
+    progress: runs.Progress | None,
+    records: Records,
+    allow_project_code: bool,
+) -> CheckReport:
     started = time.perf_counter()
     store = open_store(target, read_only=True)
     try:
         context = load_context(
-            project, store_url=store.display_url, allow_project_code=allow_project_code
+            project,
+            store_url=store.display_url,
+            allow_project_code=allow_project_code,
         )
+        attach_records(context, records)
         if checkpoint not in {c.name for c in context.checkpoints.all()}:
             known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
             raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")
         identity = store_identity(store.url)
-        ledger = KeyLedger(Path(project) / LEDGER)
         run_id = runs.new_run_id(checkpoint, identity)
         with (
             gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,
@@ -101,16 +129,25 @@ def run_check(
             keys = read_keys(run.connection)
             server = server_version(run.connection)
             amended = observe_subagents(run.connection).clauses_1_to_3_hold
+            # The database decides each first sighting (insert-if-absent) and every
+            # concurrent run reads back the same first values (AC-24 write-once).
+            baseline = records.take_baseline(identity, run_id.run_name)
+            records.record_first_sightings(identity, keys, run_id.run_name)
+            expected = records.expected_values(identity)
             # Before GX runs: the data docs it builds during the run show this record.
-            record_run(project, run_key(run_id), store.shown, store.dialect, keys, amended)
+            record_run(
+                records, run_id, checkpoint, identity, store.shown, store.dialect, keys, amended
+            )
             outcome = runs.run_checkpoint(
                 context,
                 checkpoint,
                 run_id,
                 progress,
-                expectation_parameters={KEY_LEDGER: ledger.first_seen(identity)},
+                expectation_parameters={
+                    KEY_LEDGER: expected,
+                    WRITE_ONCE_BASELINE: baseline.parameter(),
+                },
             )
-        ledger.record(identity, keys)
         runs.notify(context, outcome, identity)
         report = CheckReport(
             store=store.shown,
@@ -125,6 +162,8 @@ def run_check(
                 for v in outcome.run_results.values()
                 for r in v.results
             ],
+            records=records.shown,
+            baseline_taken_at=baseline.taken_at,
         )
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
@@ -135,7 +174,27 @@ def run_check(
             "great_expectations": gx_version(),
             "store_server": server,
         }
-        report.duration_s = round(time.perf_counter() - started, 3)
+        finish_run(
+            records,
+            run_id,
+            {
+                "success": report.success,
+                "counts": report.counts
+                | {"suites": sorted({r.suite for r in report.results if r.suite})},
+                "failed_rules": [
+                    {
+                        "suite": r.suite,
+                        "expectation": r.expectation,
+                        "rules": r.rules,
+                        "severity": r.severity,
+                        "message": r.message[:2000],
+                    }
+                    for r in report.results
+                    if not r.success
+                ],
+                "duration_s": round(time.perf_counter() - started, 3),
+            },
+        )
         return report
     finally:
         store.dispose()

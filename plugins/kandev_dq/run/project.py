@@ -25,7 +25,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.rule_index import KEY_LEDGER, RULE_INDEX
+from kandev_dq.contract.rule_index import KEY_LEDGER, RULE_INDEX, WRITE_ONCE_BASELINE
 from kandev_dq.errors import KandevDqError
 
 PROJECT_FILE = "great_expectations.yml"
@@ -46,6 +46,9 @@ TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0
 SUITE_KWARGS: dict[str, dict[str, Any]] = {
     "expect_activation_state_to_be_in_set": {"accepted_states": ["fully_activated"]},
     "expect_activation_keys_to_be_write_once": {"first_seen": {"$PARAMETER": KEY_LEDGER}},
+    "expect_write_once_baseline_to_predate_this_run": {
+        "baseline": {"$PARAMETER": WRITE_ONCE_BASELINE}
+    },
 }
 
 
@@ -191,7 +194,8 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
 
     ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
     to: GX's runtime environment ranks above the process environment and the project's config
-    variables.
+    variables. (The records database is never a config variable: its URL may hold a password;
+    kandev-dq attaches it to the results store, :func:`kandev_dq.run.results_store.attach_records`.)
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
     project there), a project that names Python of its own unless the user opted in with
@@ -247,10 +251,14 @@ stores:
       class_name: TupleFilesystemStoreBackend
       base_directory: expectations/
   validation_results_store:
+    # Results live in the records database (with the key ledger and the run register):
+    # --records URL, else $KANDEV_DQ_RECORDS_URL, else a `url:` set here, else
+    # uncommitted/records.db. Keep passwords out of this file: use the variable.
+    module_name: kandev_dq.run.results_store
     class_name: ValidationResultsStore
     store_backend:
-      class_name: TupleFilesystemStoreBackend
-      base_directory: uncommitted/validations/
+      module_name: kandev_dq.run.results_store
+      class_name: RecordsStoreBackend
   checkpoint_store:
     class_name: CheckpointStore
     store_backend:

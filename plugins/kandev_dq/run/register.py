@@ -1,28 +1,22 @@
-"""What each ``kandev-dq check`` run saw, for the data docs: the run register.
+"""What each ``kandev-dq check`` run saw, for the data docs and ``history``: the run register.
 
 The validation results carry neither the store a run read nor the raw key values. ``check``
 reads both from the run's pinned snapshot before GX runs the checkpoint (the snapshot its rules
-then judge) and records them here, without credentials, in ``uncommitted/run_register.json``
-under the run's key. The data docs overview (:mod:`kandev_dq.report.site`) reads them back,
-whenever its site is built; without a record it falls back on what the results say.
+then judge) and records them, without credentials, in the records database
+(:mod:`kandev_dq.run.records`) under the run's name and key; when the run ends it adds the
+verdict, the failed rules by severity, the failed rules themselves and the duration. The data
+docs overview (:mod:`kandev_dq.report.site`) and ``history`` read them back, on any machine that
+points at the same records database.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.states import state_of
 from kandev_dq.facts.activation import describe_key
-from kandev_dq.run.jsonfile import write_json_atomically
+from kandev_dq.run.records import Records, now_text
 from kandev_dq.store.access import redact
-
-logger = logging.getLogger(__name__)
-
-REGISTER = Path("uncommitted") / "run_register.json"
-REGISTER_LIMIT = 500
 
 
 def run_key(run_id) -> str:
@@ -31,40 +25,46 @@ def run_key(run_id) -> str:
 
 
 def record_run(
-    root: Path,
-    key: str,
+    records: Records,
+    run_id,
+    checkpoint: str,
+    identity: str,
     store: str,
     dialect: str,
     keys: dict[str, str | None],
     amended: bool | None = None,
 ) -> None:
-    """Record a run: its store (as outputs name it, redacted once more for safety), dialect,
-    AC-24c state, whether AC-33 clauses 1-3 held, and the activation keys. The newest
-    :data:`REGISTER_LIMIT` runs are kept."""
-    register = load_register(root)
-    register[key] = {
-        "store": redact(store),
-        "dialect": dialect,
-        "state": state_of(keys),
-        "amended": amended,
-        "keys": {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()},
-    }
-    if len(register) > REGISTER_LIMIT:
-        register = dict(sorted(register.items())[-REGISTER_LIMIT:])
-    write_json_atomically(Path(root) / REGISTER, register)
+    """Record a run as it starts: its store (as outputs name it, redacted once more for
+    safety), dialect, AC-24c state, whether AC-33 clauses 1-3 held, and the activation keys."""
+    records.register_run(
+        {
+            "run_name": run_id.run_name,
+            "run_key": run_key(run_id),
+            "run_time": now_text(run_id.run_time),
+            "checkpoint": checkpoint,
+            "store_identity": identity,
+            "store": redact(store),
+            "dialect": dialect,
+            "state": state_of(keys),
+            "amended": amended,
+            "keys": {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()},
+        }
+    )
 
 
-def load_register(root: Path | None) -> dict[str, dict[str, Any]]:
-    if root is None:
+def finish_run(records: Records, run_id, outcome: dict[str, Any]) -> None:
+    """Add a finished run's verdict, counts, failed rules and duration to its record."""
+    records.finish_run(run_id.run_name, run_key(run_id), outcome)
+
+
+def load_register(records: Records | None, run_keys: list[str]) -> dict[str, dict[str, Any]]:
+    """The register's records of the given runs, by run key (empty without records)."""
+    if records is None or not run_keys:
         return {}
-    path = Path(root) / REGISTER
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        logger.warning("unreadable %s: the overview falls back on the results", path)
-        return {}
+    found: dict[str, dict[str, Any]] = {}
+    for record in records.run_records(run_keys=run_keys):
+        found.setdefault(record["run_key"], record)
+    return found
 
 
 def _jsonable(value: Any) -> Any:

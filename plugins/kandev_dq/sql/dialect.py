@@ -669,3 +669,19 @@ def _repeated_postgresql(element, compiler, **kw):
 
 def _pg_object(doc: str, steps: tuple[str, ...]) -> str:
     return f"({doc} #> {_pg_path(steps)})" if steps else doc
+
+
+# --- insert-if-absent ----------------------------------------------------------------------------
+
+
+def insert_if_absent(dialect: str, table: sa.Table, unique: Sequence[str]) -> sa.Insert:
+    """``INSERT ... ON CONFLICT (unique) DO NOTHING`` for ``dialect`` (``conn.dialect.name``):
+    the database, not the caller, decides which of two concurrent writers holds a first value
+    (AC-24 write-once). Both dialects spell it alike; SQLAlchemy offers it per dialect only."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        raise ValueError(f"no insert-if-absent for {dialect!r}")
+    return insert(table).on_conflict_do_nothing(index_elements=list(unique))

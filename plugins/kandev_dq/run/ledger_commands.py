@@ -1,0 +1,83 @@
+"""``kandev-dq ledger show`` and ``ledger accept``: reading a store's key ledger, and the one way
+out of a permanent AC-24 failure after a legitimate reset (a restored backup).
+
+An accept reads the key's current value from the store (read-only, as ``check`` does) and adds
+a row to the records database with its time, user and reason; the first sighting itself is
+never changed. The next ``check`` compares the key with the accepted value, and ``history``
+and the data docs overview list every accept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kandev_dq.contract.instants import ACTIVATION_KEYS
+from kandev_dq.errors import KandevDqError
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.records import Accept, LedgerView, Records, records_url, refuse_the_store
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.store.access import chosen_store, open_store, resolve_url, shown_store
+
+
+def ledger_view(project: Path, target: str | None, records: str | None = None) -> LedgerView:
+    """A store's baseline, first sightings and accepts (the store itself is not opened)."""
+    url = resolve_url(chosen_store(target))
+    identity = store_identity(url)
+    with Records(records_url(project, records)) as opened:
+        return LedgerView(
+            store=shown_store(url),
+            records=opened.shown,
+            baseline=opened.baseline(identity),
+            entries=opened.ledger_entries(identity),
+            accepts=opened.accepts(identity),
+        )
+
+
+def accept_key(
+    project: Path, target: str | None, key: str, reason: str, records: str | None = None
+) -> Accept:
+    """Accept ``key``'s current value in the store as its expected value from now on."""
+    if key not in ACTIVATION_KEYS:
+        raise KandevDqError(
+            f"--key {key!r} is not an activation key ({', '.join(ACTIVATION_KEYS)})"
+        )
+    if not reason.strip():
+        raise KandevDqError("--reason must say why the change is legitimate")
+    chosen = records_url(project, records)
+    url = resolve_url(chosen_store(target))
+    refuse_the_store(chosen, url)
+    with Records(chosen) as opened:
+        identity = store_identity(url)
+        if opened.baseline(identity) is None:
+            raise KandevDqError(
+                f"no key ledger for {shown_store(url)} in {opened.shown}: nothing to accept "
+                "(run `kandev-dq check` first)"
+            )
+        store = open_store(target, read_only=True)
+        try:
+            with store.snapshot() as conn:
+                now = read_keys(conn)[key]
+        finally:
+            store.dispose()
+        return opened.accept(identity, key, now, reason)
+
+
+def render_ledger(view: LedgerView) -> list[str]:
+    lines = [f"key ledger of {view.store} (records: {view.records})"]
+    if view.baseline is None:
+        return [*lines, "no record of this store yet: its first check takes the baseline"]
+    lines.append(
+        f"write-once baseline taken {view.baseline.taken_at} ({view.baseline.source}); "
+        "rewrites before it cannot be seen"
+    )
+    for entry in view.entries:
+        lines.append(
+            f"  {entry.key_name} = {entry.first_value!r}  first seen {entry.recorded_at} "
+            f"({entry.source})"
+        )
+    for accept in view.accepts:
+        lines.append(
+            f"  accepted {accept.accepted_at} by {accept.accepted_by}: {accept.key_name} "
+            f"{accept.replaced_value!r} -> {accept.accepted_value!r} ({accept.reason})"
+        )
+    return lines

@@ -1,0 +1,478 @@
+"""The run records database (AC-24 write-once across machines): the key ledger, the run register
+and the validation results, on both record backends (a SQLite file and a PostgreSQL database).
+
+The store under validation is a SQLite file in most cases: what varies here is the records
+database, and it is the dialect-sensitive part (insert-if-absent, table creation, locking).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from kandev_dq.contract.instants import CAPTURE_SINCE
+from kandev_dq.errors import KandevDqError
+from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.report.history import history, render
+from kandev_dq.report.site import build_docs
+from kandev_dq.run.check import run_check
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.ledger_commands import accept_key
+from kandev_dq.run.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
+from kandev_dq.store.access import resolve_url
+from tests.conftest import PG_ENV, _pg_unavailable
+from tests.gxhelpers import copy_project, result
+from tests.test_check_cli import kandev_dq
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"
+REWRITTEN = "2026-07-30T01:39:37.272235Z"  # 1 ms later: an upsert, not write-once
+WRITE_ONCE = "expect_activation_keys_to_be_write_once"
+BASELINE = BASELINE_DISCLOSURE
+FIRST_SIGHTING = "write-once baseline recorded now; rewrites before this run cannot be seen"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def records(request, tmp_path):
+    """A records database URL outside every project: a SQLite file, or a new PostgreSQL
+    database (never the store's)."""
+    if request.param == "sqlite":
+        folder = tmp_path / "shared"
+        folder.mkdir()
+        yield str(folder / "records.db")
+        return
+    server = os.environ.get(PG_ENV)
+    if not server:
+        _pg_unavailable(f"{PG_ENV} is not set")
+    admin_url = make_url(server).set(drivername="postgresql+psycopg")
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    name = f"kdq_records_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except sa.exc.OperationalError as exc:
+        admin.dispose()
+        _pg_unavailable(str(exc.orig).splitlines()[0])
+    try:
+        yield admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
+def _healthy(target) -> StoreBuilder:
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, "", CAPTURE)
+    return store
+
+
+def _identity(target) -> str:
+    return store_identity(resolve_url(target.url))
+
+
+# --- two machines, one records database -----------------------------------------------------------
+
+
+def test_a_rewrite_seen_by_one_machine_fails_on_another(
+    sqlite_target, built_project, tmp_path, records
+):
+    """AC-24 across ephemeral machines: two project folders share one records database; the
+    first checks the store, its key is rewritten, and a check from the second folder fails."""
+    first = copy_project(built_project, tmp_path / "machine-a")
+    second = copy_project(built_project, tmp_path / "machine-b")
+    store = _healthy(sqlite_target)
+
+    baseline_run = run_check(first, sqlite_target.url, "nightly", records=records)
+    assert result(baseline_run, WRITE_ONCE).success
+    disclosed = result(baseline_run, BASELINE)
+    assert not disclosed.success and disclosed.severity == "info"
+    assert disclosed.message == FIRST_SIGHTING
+    assert baseline_run.baseline_taken_at
+
+    store.set_key(CAPTURE_SINCE, REWRITTEN)
+    caught = run_check(second, sqlite_target.url, "nightly", records=records)
+    write_once = result(caught, WRITE_ONCE)
+    assert not write_once.success and not caught.success
+    assert f"{CAPTURE!r} -> {REWRITTEN!r}" in write_once.message
+    assert "kandev-dq ledger accept" in write_once.message  # the way out is named
+    assert result(caught, BASELINE).success  # not a first sighting any more
+    assert caught.baseline_taken_at == baseline_run.baseline_taken_at
+    assert not (second / "uncommitted" / "records.db").exists()  # nothing kept locally
+
+    # history on the second machine lists both runs and when the baseline was taken
+    past = history(second, sqlite_target.url, records=records)
+    assert [r.success for r in past.runs] == [False, True]
+    assert past.baseline_taken_at == baseline_run.baseline_taken_at
+    assert render(past)[1].startswith(f"write-once baseline taken {past.baseline_taken_at}")
+
+
+# --- concurrency ----------------------------------------------------------------------------------
+
+RACE = """
+import json, sys, time
+from pathlib import Path
+from kandev_dq.run.records import Records
+url, identity, value, go = sys.argv[1:5]
+records = Records(url)
+while not Path(go).exists():
+    time.sleep(0.005)
+records.record_first_sightings(identity, {"subagent_context_capture_since": value}, value)
+baseline = records.take_baseline(identity, value)
+print(json.dumps({"seen": records.expected_values(identity), "first": baseline.recorded_now}))
+records.dispose()
+"""
+
+
+def test_eight_writers_racing_agree_on_one_first_value(tmp_path, records):
+    """Insert-if-absent decided by the database: eight processes offering eight different first
+    values at once, each reading back; exactly one row, and all eight read the same value."""
+    go = tmp_path / "go"
+    Records(records).dispose()  # tables exist before the race, as after any first run
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, records, "sqlite:/race.db", f"value-{i}", str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
+    time.sleep(1.0)  # every racer connected and waiting
+    go.touch()
+    outcomes = []
+    for racer in racers:
+        out, err = racer.communicate(timeout=120)
+        assert racer.returncode == 0, err
+        outcomes.append(json.loads(out))
+    seen = {json.dumps(o["seen"], sort_keys=True) for o in outcomes}
+    assert len(seen) == 1, seen
+    assert sum(o["first"] for o in outcomes) == 1  # one baseline, taken by one racer
+    with Records(records) as opened:
+        [entry] = opened.ledger_entries("sqlite:/race.db")
+    assert {"subagent_context_capture_since": entry.first_value} == outcomes[0]["seen"]
+
+
+def test_eight_concurrent_checks_lose_no_first_sighting(
+    sqlite_target, built_project, tmp_path, records
+):
+    """Eight `kandev-dq check` processes on one store and one records database: one first
+    sighting per key, one baseline disclosure, and every run agrees write-once holds."""
+    store = StoreBuilder(sqlite_target.engine).create()
+    store.keys(CAPTURE, "", CAPTURE)
+    projects = [copy_project(built_project, tmp_path / f"p{i}") for i in range(8)]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from kandev_dq.cli import main; main()",
+                *("check", "--checkpoint", "nightly", "--store", sqlite_target.url),
+                *("--project", str(folder), "--records", records, "--format", "json", "-q"),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"},
+        )
+        for folder in projects
+    ]
+    reports = []
+    for run in runs:
+        out, err = run.communicate(timeout=600)
+        assert run.returncode in (0, 1), err
+        reports.append(json.loads(out))
+    outcomes = [
+        {r["expectation"]: r for r in report["results"]}[WRITE_ONCE]["success"]
+        for report in reports
+    ]
+    assert outcomes == [True] * 8
+    disclosures = [
+        r
+        for report in reports
+        for r in report["results"]
+        if r["expectation"] == BASELINE and not r["success"]
+    ]
+    assert len(disclosures) == 1 and disclosures[0]["message"] == FIRST_SIGHTING
+    assert len({report["baseline_taken_at"] for report in reports}) == 1
+    with Records(records) as opened:
+        entries = opened.ledger_entries(_identity(sqlite_target))
+        assert sorted(e.key_name for e in entries) == sorted(
+            k for k, v in reports[0]["keys"].items() if v is not None
+        )
+        assert len(opened.run_records(identity=_identity(sqlite_target))) == 8
+        assert len(opened.result_keys()) == 8 * 3  # nightly's three suites, every run
+
+
+# --- refusals -------------------------------------------------------------------------------------
+
+
+def test_the_store_itself_is_refused_as_records(target, project):
+    """Validation never writes to the store it validates: the same SQLite file, or the same
+    PostgreSQL database (another schema or user included), is exit 2 before anything runs."""
+    _healthy(target)
+    same = target.url
+    if target.dialect == "postgresql":  # the same database, named without the schema option
+        same = make_url(target.url)._replace(query={}).render_as_string(hide_password=False)
+    done = kandev_dq(
+        "check", "--store", target.url, "--project", str(project), "--records", same, "-q"
+    )
+    assert done.returncode == 2, done.stderr
+    assert "is the store under validation" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (project / "uncommitted").exists()
+
+
+def test_an_unreachable_records_database_is_exit_2_and_the_store_is_untouched(
+    sqlite_target, project
+):
+    """Never a pass with write-once skipped: one line naming the records database without its
+    password, exit 2, and the store file byte for byte as it was."""
+    _healthy(sqlite_target)
+    sqlite_target.engine.dispose()
+    before = Path(sqlite_target.url).read_bytes()
+    unreachable = "postgresql://kandev:s3cret-pw@127.0.0.1:9/records"
+    done = kandev_dq(
+        "check", "--store", sqlite_target.url, "--project", str(project), "--records", unreachable
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert "records database" in line and "127.0.0.1:9/records" in line
+    assert "s3cret-pw" not in done.stderr
+    assert Path(sqlite_target.url).read_bytes() == before
+    assert not (project / "uncommitted" / "data_docs").exists()
+
+
+# --- the JSON ledger of earlier versions ----------------------------------------------------------
+
+
+def test_an_old_json_ledger_is_imported_and_a_rewrite_against_it_is_caught(
+    sqlite_target, project, records
+):
+    """The first run with a records database imports uncommitted/key_ledger.json (once, the
+    file left in place): a key rewritten since the JSON ledger saw it fails AC-24."""
+    _healthy(sqlite_target)
+    ledger = project / JSON_LEDGER
+    ledger.parent.mkdir(parents=True)
+    ledger.write_text(json.dumps({_identity(sqlite_target): {CAPTURE_SINCE: REWRITTEN}}))
+    report = run_check(project, sqlite_target.url, "nightly", records=records)
+    write_once = result(report, WRITE_ONCE)
+    assert not write_once.success and f"{REWRITTEN!r} -> {CAPTURE!r}" in write_once.message
+    assert result(report, BASELINE).success  # the baseline came from the JSON ledger
+    assert ledger.is_file()
+    with Records(records) as opened:
+        [entry] = [
+            e
+            for e in opened.ledger_entries(_identity(sqlite_target))
+            if e.key_name == CAPTURE_SINCE
+        ]
+        assert entry.first_value == REWRITTEN and entry.source == "imported key_ledger.json"
+        assert opened.import_json_ledger(ledger) == 0  # imported once
+
+
+# --- the way out: ledger accept -------------------------------------------------------------------
+
+
+def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, records):
+    """A legitimate reset (a restored backup) is accepted with time, user and reason: the next
+    run passes write-once, and history and the docs overview show the accept."""
+    store = _healthy(sqlite_target)
+    run_check(project, sqlite_target.url, "nightly", records=records)
+    store.set_key(CAPTURE_SINCE, REWRITTEN)
+    assert not result(
+        run_check(project, sqlite_target.url, "nightly", records=records), WRITE_ONCE
+    ).success
+
+    with pytest.raises(KandevDqError, match="--reason"):
+        accept_key(project, sqlite_target.url, CAPTURE_SINCE, "  ", records)
+    done = kandev_dq(
+        *("ledger", "accept", "--store", sqlite_target.url, "--project", str(project)),
+        *("--records", records, "--key", CAPTURE_SINCE, "--reason", "restored <b>backup</b>"),
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"accepted {CAPTURE_SINCE} = {REWRITTEN!r} (was {CAPTURE!r})" in done.stdout
+
+    after = run_check(project, sqlite_target.url, "nightly", records=records)
+    assert result(after, WRITE_ONCE).success
+
+    past = history(project, sqlite_target.url, records=records)
+    [accept] = past.accepts
+    assert (accept.key_name, accept.replaced_value, accept.accepted_value) == (
+        CAPTURE_SINCE,
+        CAPTURE,
+        REWRITTEN,
+    )
+    assert accept.reason == "restored <b>backup</b>" and accept.accepted_by
+    assert any("restored <b>backup</b>" in line for line in render(past))
+    shown = kandev_dq(
+        *("ledger", "show", "--store", sqlite_target.url, "--project", str(project)),
+        *("--records", records),
+    )
+    assert shown.returncode == 0 and "restored <b>backup</b>" in shown.stdout
+
+    built = build_docs(project, records=records)
+    page = built.overview.read_text(encoding="utf-8")
+    assert "Accepted key resets" in page
+    assert "restored &lt;b&gt;backup&lt;/b&gt;" in page and "<b>backup" not in page
+    assert "Write-once baseline (AC-24)" in page and past.baseline_taken_at in page
+
+
+# --- the records store itself ---------------------------------------------------------------------
+
+
+def test_tables_are_created_once_and_versioned(records):
+    for _ in range(2):
+        with Records(records) as opened, opened.engine.connect() as conn:
+            assert conn.execute(sa.select(schema_versions.c.version)).scalars().all() == [
+                SCHEMA_VERSION
+            ]
+
+
+def test_a_newer_records_schema_is_refused(records):
+    with Records(records) as opened, opened.engine.begin() as conn:
+        conn.execute(schema_versions.insert(), {"version": SCHEMA_VERSION + 1, "applied_at": "x"})
+    with pytest.raises(KandevDqError, match="newer than this kandev-dq"):
+        Records(records)
+
+
+def test_prune_drops_old_results_never_the_ledger(sqlite_target, project, records):
+    """Retention: results and run records older than N days go; ledger rows, the baseline and
+    accepts stay (write-once needs them forever)."""
+    store = _healthy(sqlite_target)
+    run_check(project, sqlite_target.url, "nightly", records=records)
+    with Records(records) as opened:
+        kept_ledger = opened.ledger_entries(_identity(sqlite_target))
+        assert opened.prune(keep_days=1).results == 0  # today's results stay
+        pruned = opened.prune(keep_days=0)
+        assert pruned.results == 3 and pruned.runs == 1
+        assert opened.result_keys() == [] and opened.run_records() == []
+        assert opened.ledger_entries(_identity(sqlite_target)) == kept_ledger
+        assert opened.baseline(_identity(sqlite_target)) is not None
+    store.set_key(CAPTURE_SINCE, REWRITTEN)  # the pruned history still catches a rewrite
+    after = run_check(project, sqlite_target.url, "nightly", records=records)
+    assert not result(after, WRITE_ONCE).success
+    done = kandev_dq(
+        "records", "prune", "--keep-days", "0", "--project", str(project), "--records", records
+    )
+    assert done.returncode == 0 and "the key ledger is kept whole" in done.stdout
+
+
+def test_the_project_keeps_results_through_kandev_dq_backend(project):
+    """GX replaces a results store whose class name is not ``ValidationResultsStore`` with an
+    in-memory one, silently: the project's store must load as kandev-dq's, over the records."""
+    from kandev_dq.run import results_store
+    from kandev_dq.run.project import load_context
+
+    context = load_context(project)
+    store = context.validation_results_store
+    assert type(store) is results_store.ValidationResultsStore
+    assert isinstance(store.store_backend, results_store.RecordsStoreBackend)
+
+
+def test_a_checks_docs_build_does_not_reread_the_history(sqlite_target, project, monkeypatch):
+    """Per-run docs cost stays flat (timed in `python -m bench --docs-history`): a run's own
+    build neither re-parses every stored run time (GX's dateutil parse, six listings a build)
+    nor reads more stored results as the history grows."""
+    from great_expectations.core import run_identifier
+    from great_expectations.data_context.types.resource_identifiers import (
+        ValidationResultIdentifier,
+    )
+
+    from kandev_dq.run import records as rec
+    from kandev_dq.run.project import load_context
+    from kandev_dq.run.results_store import attach_records
+
+    parse, get = run_identifier.parse, rec.Records.get_result
+    _healthy(sqlite_target)
+    url = str(project / "uncommitted" / "records.db")
+    run_check(project, sqlite_target.url, "nightly", records=url)
+    with Records(url) as opened:
+        own = opened.result_keys()
+        counts = {}
+        for earlier in (25, 60):
+            for i in range(len(opened.result_keys()) // 3 - 1, earlier):
+                for key in own:  # the same results under an earlier run time
+                    moved = (*key[:-2], f"20200101T{i // 60:02d}{i % 60:02d}00.000000Z", key[-1])
+                    opened.put_result(moved, opened.get_result(key))
+            calls = {"parse": 0, "read": 0}
+            monkeypatch.setattr(run_identifier, "parse", _counting(calls, "parse", parse))
+            monkeypatch.setattr(rec.Records, "get_result", _counting(calls, "read", get))
+            context = load_context(project)
+            attach_records(context, opened)
+            context.build_data_docs(
+                resource_identifiers=[ValidationResultIdentifier.from_tuple(k) for k in own]
+            )
+            monkeypatch.undo()
+            counts[earlier] = (calls["parse"], calls["read"])
+    assert counts[25][1] == counts[60][1] > 0  # the newest runs shown, however many exist
+    assert counts[60][0] <= 10  # the pages on disk only, never every stored key
+
+
+def _counting(calls: dict[str, int], name: str, function):
+    def counted(*args, **kwargs):
+        calls[name] += 1
+        return function(*args, **kwargs)
+
+    return counted
+
+
+def test_no_environment_or_gx_variable_holds_the_records_password(
+    sqlite_target, project, records, monkeypatch
+):
+    """The records URL may carry a password (a CI secret): during a check no GX config variable
+    and no environment variable holds it, and no output shows it."""
+    from tests.test_no_hidden_channels import SEEN, _spy_on
+
+    if not records.startswith("postgresql"):
+        pytest.skip("a SQLite records file has no password")
+    password = f"pw-{uuid.uuid4().hex}"  # the test server's trust auth accepts any password
+    with_password = make_url(records).set(password=password).render_as_string(hide_password=False)
+    monkeypatch.delenv("KANDEV_DQ_RECORDS_URL", raising=False)
+    _healthy(sqlite_target)
+    _spy_on(project, "nightly")
+    SEEN.clear()
+    report = run_check(project, sqlite_target.url, "nightly", records=with_password)
+    assert report.results and len(SEEN) == 1, "the project's action ran during the check"
+    assert [name for name, value in SEEN[0].items() if password in value] == []
+    assert [name for name, value in os.environ.items() if password in value] == []
+    assert password not in json.dumps(report.to_json(), default=str)
+    assert report.records == make_url(records)._replace(
+        drivername="postgresql", username=None
+    ).render_as_string(hide_password=False)
+
+
+def _set_records_in_yml(project: Path, url: str) -> None:
+    from ruamel.yaml import YAML
+
+    yml = project / "great_expectations.yml"
+    yaml = YAML()
+    config = yaml.load(yml.read_text(encoding="utf-8"))
+    config["stores"]["validation_results_store"]["store_backend"]["url"] = url
+    with yml.open("w", encoding="utf-8") as handle:
+        yaml.dump(config, handle)
+
+
+def test_a_project_may_keep_its_records_only_in_its_own_folder(sqlite_target, project, tmp_path):
+    """A project is data (trust, 3a): a records URL in its yml outside its folder would send
+    the store's samples where the project's author chose. Exit 2 naming the file, nothing
+    created there; `--records` (the user's own choice) or a file inside the project is used."""
+    _healthy(sqlite_target)
+    outside = tmp_path / "elsewhere" / "records.db"
+    _set_records_in_yml(project, str(outside))
+    done = kandev_dq("check", "--store", sqlite_target.url, "--project", str(project), "-q")
+    assert done.returncode == 2, done.stderr
+    assert "great_expectations.yml" in done.stderr and "--allow-project-code" in done.stderr
+    assert not outside.parent.exists()
+
+    _set_records_in_yml(project, "uncommitted/team-records.db")
+    report = run_check(project, sqlite_target.url, "nightly")
+    assert report.records.endswith("uncommitted/team-records.db") and report.results
