@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kandev_dq.report.history import SEVERITY_ORDER, Timeline
+from kandev_dq.report.history import SEVERITIES, Timeline
 
 #: A verdict's colour: as the rest of the docs colour them (Bootstrap's success, danger,
 #: the darker warning the CSS uses, info).
@@ -70,7 +70,7 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
             shape=alt.Shape(
                 "status:N",
                 scale=alt.Scale(
-                    domain=["passed", *SEVERITY_ORDER],
+                    domain=["passed", *SEVERITIES],
                     range=["circle", "cross", "triangle-up", "diamond"],
                 ),
                 title="verdict",
