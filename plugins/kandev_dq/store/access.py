@@ -233,4 +233,5 @@ def require_writable(store: Store) -> None:
 
 
 def _connection_reason(store: Store, exc: sa.exc.DBAPIError) -> str:
-    return connection_reason(store.shown, exc.orig, store.url.username, store.url.password)
+    journal = Path(f"{sqlite_file(store.url)}-journal") if store.dialect == "sqlite" else None
+    return connection_reason(store.shown, exc.orig, store.url.username, store.url.password, journal)

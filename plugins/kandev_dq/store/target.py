@@ -125,10 +125,16 @@ def plain_postgres_shown(target: str) -> str | None:
 
 
 def connection_reason(
-    where: str, error: BaseException, username: str | None, password: str | None
+    where: str,
+    error: BaseException,
+    username: str | None,
+    password: str | None,
+    journal: Path | None = None,
 ) -> str:
     """The one line saying why the driver's ``error`` stopped a store (``where``, its display
-    form) from opening, with the password, if the driver quoted it, masked."""
+    form) from opening, with the password, if the driver quoted it, masked. ``journal`` is a
+    SQLite store's rollback journal: the driver reports only the primary code (READONLY), so a
+    read-only open refused beside a non-empty journal is taken for the hot journal it is."""
     raw = str(error).strip().splitlines()
     detail = raw[0] if raw else type(error).__name__
     if password:
@@ -140,7 +146,10 @@ def connection_reason(
         return f"cannot open {where}: the database does not exist"
     if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
         return f"cannot reach {where}: the server is not accepting connections"
-    if getattr(error, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+    code = getattr(error, "sqlite_errorname", "")
+    if code == "SQLITE_READONLY_ROLLBACK" or (
+        code == "SQLITE_READONLY" and journal is not None and _non_empty(journal)
+    ):
         return (
             f"cannot read {where}: a writer crashed mid-transaction and left a hot journal that "
             "a read-only open cannot roll back; open the store once read-write (restart Kandev, "
@@ -156,6 +165,13 @@ def connection_reason(
             f"(waited {BUSY_TIMEOUT_S:.0f} s)"
         )
     return f"cannot open {where}: {detail}"
+
+
+def _non_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 def redact(text: str) -> str:
