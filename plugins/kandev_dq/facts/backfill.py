@@ -97,7 +97,6 @@ class _Comparison:
     b: Any
     e: Any
     joined: sa.Join
-    mapping: sa.Subquery
     execution: sa.ColumnElement
     is_backfill: sa.ColumnElement[bool]
     relabel_candidate: sa.ColumnElement[bool]
@@ -148,9 +147,9 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         conn,
         conditions,
         select_from=cmp.joined,
-        where=sa.or_(cmp.is_backfill, cmp.relabel_candidate),
+        where=sa.or_(cmp.is_backfill, cmp.relabel_candidate, cmp.e.id.is_not(None)),
         extra=[
-            sa.func.max(cmp.e.mapped_total).label("expected_rows"),
+            sa.func.count(sa.distinct(cmp.e.id)).label("expected_rows"),
             count_when(cmp.is_backfill).label("backfill_rows"),
             count_when(cmp.matched).label("matched_rows"),
             count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
@@ -158,10 +157,6 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
     )
     every_document_parsed(conn)  # the mapping read every message's metadata
     expected_rows = counts["expected_rows"]
-    if expected_rows is None:  # no row met an expected one: count the mapping on its own
-        expected_rows = conn.execute(
-            sa.select(sa.func.count()).select_from(cmp.mapping)
-        ).scalar_one()
     # One row per backfill row, whichever losers it matches (AC-21b).
     carrying_losers = (
         sa.select(*key, *shown["winner"], sa.func.min(losers.lost.id).label("loser_id"))
@@ -202,7 +197,7 @@ def _differs_at(left, right) -> sa.ColumnElement[bool]:
 def _compare(
     conn: sa.Connection, shape: SubagentsShape, capture: Instant | None, window_minutes: float
 ) -> _Comparison:
-    """The stored rows outer-joined to the expected rows of their keys (one read of the
+    """The expected rows fully joined to the stored rows of their keys (one read of the
     messages), and which rows drifted after the backfill (compared on write-once fields)."""
     table = sa.table(
         schema.SUBAGENTS,
@@ -215,18 +210,19 @@ def _compare(
     # so a message committed between the MAX and the INSERT is still among them); later ones
     # are the live writer's. They are left out before the AC-21b ranking, not after: a later
     # execution reusing a tool_call_id (AC-22, AC-32) never "wins" a row written before it
-    # existed. A fresh install with live traffic maps nothing. How many it maps rides on every
-    # expected row (a window over the whole set), so the counting statement reads the
-    # messages once. (A CTE read twice would be materialised, and PostgreSQL, misjudging how
-    # many rows its JSON filter keeps, loops over it per row.)
+    # existed. A fresh install with live traffic maps nothing. The expected rows are FULL
+    # JOINed to the stored ones, so the counting statement reads the messages once and still
+    # counts the expected rows no stored row met; no window holds every expected row with its
+    # values (one 50 MB description cost SQLite hundreds of MB that way). (A CTE read twice
+    # would be materialised, and PostgreSQL, misjudging how many rows its JSON filter keeps,
+    # loops over it per row.)
     existed = instant_param("mapped_before", capture) if capture is not None else None
-    mapping = backfill_select(conn.dialect.name, existed).subquery("mapping")
-    mapped_total = sa.func.count().over()
-    expected = sa.select(mapping, mapped_total.label("mapped_total")).subquery("expected")
+    expected = backfill_select(conn.dialect.name, existed).subquery("expected")
     e = expected.c
-    joined = table.outerjoin(
-        expected,
+    joined = expected.join(
+        table,
         sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == b.tool_call_id),
+        full=True,
     )
 
     is_backfill = b.source == "backfill"
@@ -247,7 +243,6 @@ def _compare(
         b=b,
         e=e,
         joined=joined,
-        mapping=mapping,
         execution=execution,
         is_backfill=is_backfill,
         relabel_candidate=relabel_candidate,
