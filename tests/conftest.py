@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.store import sqlite_driver
@@ -45,15 +47,16 @@ def _pg_unavailable(reason: str):
     pytest.skip(f"PostgreSQL not available ({reason})")
 
 
-@pytest.fixture(scope="module")
-def pg_database():
-    """A fresh PostgreSQL database for this module, dropped afterwards."""
+@contextmanager
+def fresh_pg_database(prefix: str) -> Iterator[URL]:
+    """A new database on the test server, dropped afterwards; without a server, the test is
+    skipped (failed under CI=true)."""
     server = os.environ.get(PG_ENV)
     if not server:
         _pg_unavailable(f"{PG_ENV} is not set")
     admin_url = make_url(server).set(drivername="postgresql+psycopg")
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"kdq_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     try:
         with admin.connect() as conn:
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
@@ -66,6 +69,13 @@ def pg_database():
         with admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def pg_database():
+    """A fresh PostgreSQL database for this module, dropped afterwards."""
+    with fresh_pg_database("kdq_test") as url:
+        yield url
 
 
 def _pg_target(pg_database) -> StoreTarget:

@@ -643,19 +643,20 @@ def test_the_overview_charts_five_runs_two_failing(sqlite_target, project, tmp_p
     # The first run discloses the write-once baseline it records (an info finding, AC-24).
     assert [s for _, s in sorted(series["activation"])] == ["info"] + ["passed"] * 4
 
-    # The screenshot shows it: a tall window reaches the chart; the last rows point is red.
+    # The screenshot shows it: a window tall enough to reach the chart; the last rows point is
+    # red. It is kept before it is judged, so a failure leaves the picture behind.
+    label, x, y = next(
+        p for p in seen["timeline_points"] if "suite: rows" in p[0] and "run: 5;" in p[0]
+    )
     png = tmp_path / "timeline-overview.png"
     chromium.run(
         overview.as_uri(),
         f"--screenshot={png}",
-        f"--window-size={WIDTH},4000",
+        f"--window-size={WIDTH},{max(4000, int(y) + 600)}",
         "--virtual-time-budget=15000",  # fonts loaded, as the probe waited: the same layout
     )
-    label, x, y = next(
-        p for p in seen["timeline_points"] if "suite: rows" in p[0] and "run: 5;" in p[0]
-    )
-    assert _painted_near(png, x, y, ERROR_POINT), label
     keep(png, png.name)
+    assert _painted_near(png, x, y, ERROR_POINT), label
 
 
 #: The error cross (#dc3545) as painted: Vega fills points at 70 % opacity over white.

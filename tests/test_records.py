@@ -30,7 +30,7 @@ from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.ledger_commands import accept_key
 from kandev_dq.run.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
 from kandev_dq.store.access import resolve_url
-from tests.conftest import PG_ENV, _pg_unavailable
+from tests.conftest import fresh_pg_database
 from tests.gxhelpers import copy_project, result
 from tests.test_check_cli import kandev_dq
 
@@ -50,24 +50,8 @@ def records(request, tmp_path):
         folder.mkdir()
         yield str(folder / "records.db")
         return
-    server = os.environ.get(PG_ENV)
-    if not server:
-        _pg_unavailable(f"{PG_ENV} is not set")
-    admin_url = make_url(server).set(drivername="postgresql+psycopg")
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"kdq_records_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except sa.exc.OperationalError as exc:
-        admin.dispose()
-        _pg_unavailable(str(exc.orig).splitlines()[0])
-    try:
-        yield admin_url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.dispose()
+    with fresh_pg_database("kdq_records") as url:
+        yield url.render_as_string(hide_password=False)
 
 
 def _healthy(target) -> StoreBuilder:

@@ -334,36 +334,30 @@ def _modes(values: dict, channel: str) -> tuple[str, ...]:
     return NOTIFY_MODES[mode]
 
 
-def _slack(values, name, store, modes) -> list:
-    if not values.get(SLACK_WEBHOOK):
+def _chat(values, name, modes, variable: str, action, field: str, renderer) -> list:
+    """One chat webhook action per mode, when its variable is set (Slack, Teams)."""
+    if not values.get(variable):
         return []
-    from great_expectations.checkpoint import SlackNotificationAction
-
     return [
-        SlackNotificationAction(
-            name=name,
-            slack_webhook=_ref(SLACK_WEBHOOK),
-            notify_on=notify_on,
-            renderer=KandevSlackRenderer(store),
-        )
+        action(name=name, notify_on=notify_on, renderer=renderer, **{field: _ref(variable)})
         for notify_on in modes
     ]
+
+
+def _slack(values, name, store, modes) -> list:
+    from great_expectations.checkpoint import SlackNotificationAction
+
+    action = SlackNotificationAction
+    renderer = KandevSlackRenderer(store)
+    return _chat(values, name, modes, SLACK_WEBHOOK, action, "slack_webhook", renderer)
 
 
 def _teams(values, name, store, modes) -> list:
-    if not values.get(TEAMS_WEBHOOK):
-        return []
     from great_expectations.checkpoint import MicrosoftTeamsNotificationAction
 
-    return [
-        MicrosoftTeamsNotificationAction(
-            name=name,
-            teams_webhook=_ref(TEAMS_WEBHOOK),
-            notify_on=notify_on,
-            renderer=KandevTeamsRenderer(store),
-        )
-        for notify_on in modes
-    ]
+    action = MicrosoftTeamsNotificationAction
+    renderer = KandevTeamsRenderer(store)
+    return _chat(values, name, modes, TEAMS_WEBHOOK, action, "teams_webhook", renderer)
 
 
 def _email(values, name, store, modes) -> list:
