@@ -217,7 +217,7 @@ def _compare(
     # would be materialised, and PostgreSQL, misjudging how many rows its JSON filter keeps,
     # loops over it per row.)
     existed = instant_param("mapped_before", capture) if capture is not None else None
-    expected = backfill_select(conn.dialect.name, existed).subquery("expected")
+    expected = _fenced_on_postgresql(backfill_select(conn.dialect.name, existed), conn.dialect.name)
     e = expected.c
     joined = expected.join(
         table,
@@ -249,6 +249,18 @@ def _compare(
         matched=matched,
         drifted=drifted,
     )
+
+
+def _fenced_on_postgresql(mapping: sa.Select, dialect_name: str) -> sa.Subquery:
+    """The expected rows as a subquery. PostgreSQL, misjudging how many rows the JSON filter
+    keeps, would pull a plain one up into nested loops that rerun the mapping per row once a
+    family's condition narrows the FULL JOIN; a subquery holding a window is never pulled up.
+    (The window's rows are held by the server; SQLite, whose copies are the client's, has none.)
+    """
+    if dialect_name != "postgresql":
+        return mapping.subquery("expected")
+    fence = sa.func.count().over().label("fence")
+    return sa.select(mapping.subquery("mapping"), fence).subquery("expected")
 
 
 def _losers(cmp: _Comparison) -> _Losers:
