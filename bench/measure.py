@@ -1,7 +1,8 @@
 """Timed runs: kandev-dq and its floors, in process and as whole processes.
 
 Everything here measures one thing once; :mod:`bench.run` alternates floors and measured
-runs and takes medians.
+runs and takes medians. :func:`query_plans` is the one untimed run: it keeps the plan of each
+statement kandev-dq's facts execute.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import sqlalchemy as sa
 
 from bench import floors
 from bench.stores import Copy
@@ -105,6 +109,84 @@ def kandev_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]
     finally:
         opened.dispose()
     return elapsed, out
+
+
+#: Statements whose plan is worth keeping: reads (the snapshot's BEGIN, SAVEPOINT and the
+#: like have none, and PostgreSQL's ANALYZE must not run anything else).
+_READ = re.compile(r"\s*(SELECT|WITH)\b", re.IGNORECASE)
+
+
+def query_plans(store: Copy, fams: list[Family], out: Path) -> Path:
+    """Every read kandev-dq's facts execute, each with its plan, written to ``out`` (untimed).
+
+    The families run as in :func:`kandev_facts`; their statements are explained once all have
+    run, on the same connection inside the same snapshot. Identical statements (same SQL and
+    parameters) are kept once.
+    """
+    explain = {"sqlite": _sqlite_plan, "postgresql": _postgres_plan}[store.dialect]
+    opened = open_store(store.target, read_only=True)
+    captured: list[tuple[str, str, Any]] = []
+    family: str | None = None
+
+    def capture(conn, cursor, statement, parameters, context, executemany) -> None:
+        if family and not executemany and _READ.match(statement):
+            captured.append((family, statement, parameters))
+
+    # Before the snapshot's connection exists: a connection only sees the engine's events if
+    # the engine had some when the connection was made.
+    sa.event.listen(opened.engine, "before_cursor_execute", capture)
+    sections: dict[tuple[str, str], str] = {}
+    try:
+        with pinned(opened.engine) as run:
+            for fam in fams:
+                family, compute, params = fam.metric, COMPUTE[fam.metric], dict(fam.params)
+                facts_for(opened.engine, fam.key, lambda conn, c=compute, p=params: c(conn, **p))
+            for metric, statement, parameters in captured:
+                key = (statement, repr(parameters))
+                if key in sections:
+                    continue
+                shown = " ".join(statement.split())[:120]
+                header = f"-- {len(sections) + 1}. {metric}: {shown}"
+                if parameters:
+                    header += f"\n--    parameters: {repr(parameters)[:200]}"
+                plan = _plan_or_reason(run.connection, explain, statement, parameters)
+                sections[key] = f"{header}\n{plan}"
+    finally:
+        sa.event.remove(opened.engine, "before_cursor_execute", capture)
+        opened.dispose()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n\n".join(sections.values()) + "\n")
+    return out
+
+
+def _plan_or_reason(conn: sa.Connection, explain, statement: str, parameters: Any) -> str:
+    """The plan, or why there is none: a statement that failed in the run (and was retried)
+    fails again, and on PostgreSQL must not abort the snapshot the other plans are read in."""
+    conn.exec_driver_sql("SAVEPOINT kandev_dq_plan")
+    try:
+        plan = explain(conn, statement, parameters)
+    except sa.exc.DBAPIError as exc:
+        conn.exec_driver_sql("ROLLBACK TO SAVEPOINT kandev_dq_plan")
+        plan = f"(no plan: {str(exc.orig).strip().splitlines()[0]})"
+    conn.exec_driver_sql("RELEASE SAVEPOINT kandev_dq_plan")
+    return plan
+
+
+def _sqlite_plan(conn: sa.Connection, statement: str, parameters: Any) -> str:
+    """``EXPLAIN QUERY PLAN``: rows (id, parent, -, detail) drawn as an indented tree."""
+    rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters).all()
+    depth: dict[int, int] = {}
+    lines = []
+    for node, parent, _, detail in rows:
+        depth[node] = depth.get(parent, -1) + 1
+        lines.append("  " * depth[node] + detail)
+    return "\n".join(lines)
+
+
+def _postgres_plan(conn: sa.Connection, statement: str, parameters: Any) -> str:
+    """``EXPLAIN (ANALYZE, BUFFERS)``: runs the read once more, in the same snapshot."""
+    rows = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS) {statement}", parameters)
+    return "\n".join(row[0] for row in rows)
 
 
 def floor_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]]:

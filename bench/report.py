@@ -201,7 +201,25 @@ def render(info: dict, results: list[dict], quick: dict[str, list[float]] | None
         lines.append(
             "Checkpoints that failed: " + ", ".join(k for k, v in verdicts.items() if not v)
         )
+    lines += plans_section(results)
     return "\n".join(lines) + "\n"
+
+
+def plans_section(results: list[dict]) -> list[str]:
+    """Where each statement's plan was kept: the first place to look when a ratio regresses."""
+    plans = [path for r in results for path in r.get("plans", [])]
+    if not plans:
+        return []
+    return [
+        "",
+        "## Query plans",
+        "",
+        "Every statement of kandev-dq's facts with its plan (SQLite `EXPLAIN QUERY PLAN`; "
+        "PostgreSQL `EXPLAIN (ANALYZE, BUFFERS)`), from one untimed run after the timed ones, "
+        "in the work folder (`--work`, default `bench/out`):",
+        "",
+        *(f"- `{path}`" for path in plans),
+    ]
 
 
 def _growth(results: list[dict]):

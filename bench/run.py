@@ -9,7 +9,10 @@ For each dialect and scale, in this order:
    messages per scale unit), then ``--repeat`` rounds of: the floor facts and kandev-dq's
    facts in process, for each checkpoint; GX's import + ``get_context`` as a process; and
    ``kandev-dq check --format json`` as a process, on a project with no run history;
-4. one subagent message whose description is 50 MB added, ``check --checkpoint pre_release``
+4. one more, untimed run of kandev-dq's facts for each checkpoint that keeps every statement's
+   query plan (SQLite ``EXPLAIN QUERY PLAN``; PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)`` in the
+   same snapshot) in ``WORK/plans/<dialect>-<scale>-<checkpoint>.txt``, named in the results;
+5. one subagent message whose description is 50 MB added, ``check --checkpoint pre_release``
    once more as a process: its peak RSS against GX's import + context + 100 MB + 3× the value.
 
 Floors and measured runs alternate within each round; the table shows medians.
@@ -102,6 +105,7 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         "baseline_rss": [],
         "huge_value_rss": None,
         "disagreements": [],
+        "plans": [],
     }
 
     migrated = None
@@ -157,6 +161,11 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
             if round_ == 0:
                 verdict = json.loads(run.stdout)
                 result.setdefault("verdict", {})[cp] = verdict["success"]
+    say(f"{dialect} scale {scale}: query plans")
+    for cp in CHECKPOINTS:
+        plans = args.work / "plans" / f"{dialect}-{scale}-{cp}.txt"
+        measure.query_plans(migrated, fams[cp], plans)
+        result["plans"].append(plans.relative_to(args.work).as_posix())
     say(f"{dialect} scale {scale}: one {HUGE_VALUE_CHARS // 1_000_000} MB description")
     add_huge_description(migrated)
     fresh = measure.fresh_project(project, runs_folder / "huge")

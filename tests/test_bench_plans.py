@@ -1,0 +1,49 @@
+"""The bench keeps the plan of every statement kandev-dq's facts execute, on both dialects."""
+
+from __future__ import annotations
+
+from bench import measure, report
+from bench.stores import Copy
+from kandev_dq.lab import sample
+from kandev_dq.migration import runner as migrate
+from kandev_dq.store.access import open_store
+
+#: A word every plan of the dialect holds (SQLite's EXPLAIN QUERY PLAN; PostgreSQL's ANALYZE).
+PLAN_VOCABULARY = {"sqlite": ("SCAN",), "postgresql": ("Buffers:", "actual time=")}
+
+
+def _bench_store(target) -> Copy:
+    """A small generated, migrated store, as the bench makes its large ones."""
+    sample.create_store(target.engine, subagents="amended")
+    sample.generate(target.engine, scale=1, seed=0)
+    opened = open_store(target.url, read_only=False)
+    try:
+        assert migrate.run(opened).ok
+    finally:
+        opened.dispose()
+    return Copy(target.dialect, target.url, target.engine.url)
+
+
+def test_query_plans_of_the_nightly_facts(target, built_project, tmp_path):
+    store = _bench_store(target)
+    out = tmp_path / "plans" / f"{target.dialect}-1-nightly.txt"
+
+    written = measure.query_plans(store, measure.families(built_project, "nightly"), out)
+
+    assert written == out and out.is_file()
+    text = out.read_text()
+    lines = text.splitlines()
+    assert any(line.startswith("-- 1. kandev.") for line in lines)
+    vocabulary = PLAN_VOCABULARY[target.dialect]
+    plan_lines = [line for line in lines if not line.startswith("--")]
+    assert any(word in line for line in plan_lines for word in vocabulary), text[:2000]
+    assert not any(line.startswith("(no plan:") for line in lines), text[:2000]
+    headers = [line for line in lines if line.startswith("-- ") and ". kandev." in line]
+    assert [h.split(".", 1)[0] for h in headers] == [f"-- {n}" for n in range(1, len(headers) + 1)]
+
+
+def test_report_names_the_plan_files():
+    text = "\n".join(report.plans_section([{"plans": ["plans/sqlite-1-nightly.txt"]}]))
+
+    assert "## Query plans" in text and "`plans/sqlite-1-nightly.txt`" in text
+    assert report.plans_section([{}]) == []
