@@ -410,26 +410,25 @@ def _counting(calls: dict[str, int], name: str, function):
 
 
 def test_no_environment_or_gx_variable_holds_the_records_password(
-    sqlite_target, project, records, monkeypatch
+    sqlite_target, project, monkeypatch
 ):
-    """The records URL may carry a password (a CI secret): during a check no GX config variable
-    and no environment variable holds it, and no output shows it."""
+    """A PostgreSQL records URL may carry a password (a CI secret): during a check no GX config
+    variable and no environment variable holds it, and no output shows it."""
     from tests.test_no_hidden_channels import SEEN, _spy_on
 
-    if not records.startswith("postgresql"):
-        pytest.skip("a SQLite records file has no password")
     password = f"pw-{uuid.uuid4().hex}"  # the test server's trust auth accepts any password
-    with_password = make_url(records).set(password=password).render_as_string(hide_password=False)
     monkeypatch.delenv("KANDEV_DQ_RECORDS_URL", raising=False)
     _healthy(sqlite_target)
     _spy_on(project, "nightly")
     SEEN.clear()
-    report = run_check(project, sqlite_target.url, "nightly", records=with_password)
+    with fresh_pg_database("kdq_records") as records:
+        with_password = records.set(password=password).render_as_string(hide_password=False)
+        report = run_check(project, sqlite_target.url, "nightly", records=with_password)
     assert report.results and len(SEEN) == 1, "the project's action ran during the check"
     assert [name for name, value in SEEN[0].items() if password in value] == []
     assert [name for name, value in os.environ.items() if password in value] == []
     assert password not in json.dumps(report.to_json(), default=str)
-    assert report.records == make_url(records)._replace(
+    assert report.records == records._replace(
         drivername="postgresql", username=None
     ).render_as_string(hide_password=False)
 
