@@ -31,11 +31,13 @@ finally:
 """
 
 
-def kandev_dq_probed(*args: str, cwd=None) -> subprocess.CompletedProcess:
+def kandev_dq_probed(*args: str, cwd=None, probe: str = NO_GX_PROBE) -> subprocess.CompletedProcess:
+    """kandev-dq run with ``args`` in a child that says at exit whether ``probe``'s module was
+    imported; HOME is ``cwd`` (no default store found there)."""
     env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
     env["HOME"] = str(cwd) if cwd else env.get("HOME", "")
     return subprocess.run(
-        [sys.executable, "-c", NO_GX_PROBE, *args],
+        [sys.executable, "-c", probe, *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -135,15 +137,7 @@ def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
     argv = [a.format(tmp=tmp_path) for a in BEFORE_SQL_TOOLKIT[case]]
     if "--project" not in argv and argv[0] in ("check", "audit"):
         argv += ["--project", str(project)]
-    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
-    done = subprocess.run(
-        [sys.executable, "-c", NO_SQL_PROBE, *argv],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        timeout=120,
-    )
+    done = kandev_dq_probed(*argv, cwd=tmp_path, probe=NO_SQL_PROBE)
     assert done.returncode == 2, done.stderr
     error, probe = done.stderr.strip().splitlines()
     assert error.startswith("kandev-dq: error: "), error
