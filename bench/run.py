@@ -39,6 +39,7 @@ from bench.stores import Stores, postgres_server
 from kandev_dq.lab import sample
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from kandev_dq.run.project import build_project
+from kandev_dq.store import sqlite_driver
 
 CHECKPOINTS = ("pre_release", "nightly")
 LIVE_PER_UNIT = 10
@@ -199,7 +200,7 @@ def machine() -> dict:
         "python": platform.python_version(),
         "great_expectations": great_expectations.__version__,
         "sqlalchemy": sa.__version__,
-        "sqlite": __import__("sqlite3").sqlite_version,
+        "sqlite": sqlite_driver.dbapi.sqlite_version,  # the library kandev-dq reads stores with
         "platform": platform.platform(),
     }
     try:
