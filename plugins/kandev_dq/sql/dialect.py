@@ -482,12 +482,14 @@ def _quoted(text: str) -> str:
 _WELL_FORMED_OCCURRENCES = {"status": 2, "subagent_task": 2}
 
 
-def _needs_exact(text: str, path: tuple[str, ...], dialect: str) -> str:
+def _needs_exact(text: str, path: tuple[str, ...], dialect: str, percent: str = "%") -> str:
     """True when a document's text may hold an escaped or a repeated name of ``path``.
 
     Any escaped spelling of a plain name needs ``\\u``; a repeated name shows its quoted text
-    more often than a well-formed document does. SQLite: GLOB, which allocates nothing (this
-    runs once per field of every subagent message); PostgreSQL: counted with ``replace``.
+    more often than a well-formed document does. A pattern with one more occurrence than
+    allowed finds it without allocating (this runs over every message's document): GLOB on
+    SQLite, LIKE on PostgreSQL (where counting with ``replace`` copied each document per name).
+    ``percent`` is how the statement spells LIKE's ``%`` (doubled for a ``format`` driver).
     """
     tests = []
     for name in dict.fromkeys(path):
@@ -496,10 +498,9 @@ def _needs_exact(text: str, path: tuple[str, ...], dialect: str) -> str:
         if dialect == "sqlite":
             tests.append(f"{text} GLOB {_quoted('*' + (quoted + '*') * (allowed + 1))}")
         else:
-            tests.append(
-                f"length({text}) - length(replace({text}, {_quoted(quoted)}, '')) "
-                f"> {allowed * len(quoted)}"
-            )
+            literal = quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            pattern = _quoted("%" + (literal + "%") * (allowed + 1))
+            tests.append(f"{text} LIKE {pattern.replace('%', percent)}")
     escape = f"{text} GLOB '*\\u*'" if dialect == "sqlite" else f"strpos({text}, '\\u') > 0"
     return "(" + " OR ".join([escape, *tests]) + ")"
 
@@ -663,7 +664,8 @@ def _repeated_postgresql(element, compiler, **kw):
         for steps, names in _named_members(element.paths).items()
         for name in names
     )
-    may_repeat = _needs_exact(text, _every_name(element.paths), "postgresql")
+    percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
+    may_repeat = _needs_exact(text, _every_name(element.paths), "postgresql", percent)
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
 
 
