@@ -38,7 +38,13 @@ from kandev_dq.facts.shapes import BackfillFacts
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
-from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select, qualifies, subagent_messages
+from kandev_dq.sql.mapping import (
+    BACKFILL_COLUMNS,
+    backfill_select,
+    fenced,
+    qualifies,
+    subagent_messages,
+)
 from kandev_dq.sql.messages import count_and_sample, every_document_parsed
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
@@ -217,7 +223,9 @@ def _compare(
     # would be materialised, and PostgreSQL, misjudging how many rows its JSON filter keeps,
     # loops over it per row.)
     existed = instant_param("mapped_before", capture) if capture is not None else None
-    expected = _fenced_on_postgresql(backfill_select(conn.dialect.name, existed), conn.dialect.name)
+    # Fenced: PostgreSQL, misjudging the JSON filter, would pull a plain subquery up into
+    # nested loops that rerun the mapping per row once a family's condition narrows the join.
+    expected = fenced(backfill_select(conn.dialect.name, existed)).subquery("expected")
     e = expected.c
     joined = expected.join(
         table,
@@ -249,18 +257,6 @@ def _compare(
         matched=matched,
         drifted=drifted,
     )
-
-
-def _fenced_on_postgresql(mapping: sa.Select, dialect_name: str) -> sa.Subquery:
-    """The expected rows as a subquery. PostgreSQL, misjudging how many rows the JSON filter
-    keeps, would pull a plain one up into nested loops that rerun the mapping per row once a
-    family's condition narrows the FULL JOIN; a subquery holding a window is never pulled up.
-    (The window's rows are held by the server; SQLite, whose copies are the client's, has none.)
-    """
-    if dialect_name != "postgresql":
-        return mapping.subquery("expected")
-    fence = sa.func.count().over().label("fence")
-    return sa.select(mapping.subquery("mapping"), fence).subquery("expected")
 
 
 def _losers(cmp: _Comparison) -> _Losers:
