@@ -11,6 +11,7 @@ import sqlalchemy as sa
 
 from kandev_dq.sql.dialect import (
     JSON_MAX_DEPTH,
+    json_filled_text,
     json_flag,
     json_number,
     json_text,
@@ -57,6 +58,30 @@ def _repeats(engine, document: str, *paths: tuple[str, ...]) -> bool:
         conn.execute(docs.insert().values(id="m1", doc=document))
         doc = metadata_doc(docs.c.doc, as_text=True)
         return bool(conn.execute(sa.select(repeated_member(doc, *paths))).scalar_one())
+
+
+@pytest.mark.parametrize(
+    ("document", "expected"),
+    [
+        ('{"model": "opus"}', "opus"),
+        ('{"model": ""}', None),  # §2: empty text is written as NULL
+        ('{"model": " "}', " "),
+        ('{"model": 0}', None),
+        ('{"model": null}', None),
+        ("{}", None),
+        ('{"model": "", "model": "opus"}', "opus"),  # the last of repeated names
+        ('{"model": "opus", "model": ""}', None),
+        (r'{"mod\u0065l": "opus"}', "opus"),
+    ],
+)
+def test_filled_text_reads_empty_text_as_null(target, document, expected):
+    _meta.create_all(target.engine)
+    with target.engine.begin() as conn:
+        conn.execute(docs.delete())
+        conn.execute(docs.insert().values(id="m1", doc=document))
+        doc = metadata_doc(docs.c.doc)
+        read = conn.execute(sa.select(json_filled_text(doc, "model"))).scalar_one()
+    assert read == expected
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import (
     BACKFILL_COLUMNS,
+    UNBOUNDED_TEXT,
     backfill_select,
     fenced,
     qualifies,
@@ -62,15 +63,7 @@ FAMILIES = (
     "orphan",
     "relabelled",
 )
-TEXT_FIELDS = (
-    "parent_tool_call_id",
-    "subagent_type",
-    "description",
-    "agent_id",
-    "child_session_id",
-    "model",
-    "is_async",
-)
+TEXT_FIELDS = (*UNBOUNDED_TEXT, "is_async")
 #: Columns the comparison needs (``agent_execution_id`` reads as 'unknown' when absent).
 REQUIRED_COLUMNS = tuple(c for c in BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
 _TEXT_SAMPLE = 120
@@ -98,10 +91,12 @@ def _empty(reason: str, *, table_exists: bool) -> BackfillFacts:
 @dataclass
 class _Comparison:
     """Every stored row joined to the expected row of its key, with the predicates the families
-    share. ``b`` is the stored row, ``e`` the expected one (NULL when no message maps to it)."""
+    share. ``b`` is the stored row, ``e`` the expected one (NULL when no message maps to it),
+    ``t`` the expected row's :data:`~kandev_dq.sql.mapping.UNBOUNDED_TEXT` fields."""
 
     b: Any
     e: Any
+    t: Any
     joined: sa.Join
     execution: sa.ColumnElement
     is_backfill: sa.ColumnElement[bool]
@@ -225,13 +220,23 @@ def _compare(
     existed = instant_param("mapped_before", capture) if capture is not None else None
     # Fenced: PostgreSQL, misjudging the JSON filter, would pull a plain subquery up into
     # nested loops that rerun the mapping per row once a family's condition narrows the join.
-    expected = fenced(backfill_select(conn.dialect.name, existed)).subquery("expected")
+    # SQLite materialises the expected rows for the FULL JOIN, copying each value twice: there
+    # the text fields of unbounded size are read by id after the join instead. (PostgreSQL
+    # would read every message once more for them, server-side copies cost the check nothing.)
+    split = conn.dialect.name == "sqlite"
+    expected = fenced(backfill_select(conn.dialect.name, existed, texts=not split))
+    expected = expected.subquery("expected")
     e = expected.c
     joined = expected.join(
         table,
         sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == b.tool_call_id),
         full=True,
     )
+    texts = e
+    if split:
+        read_by_id = subagent_messages("expected_texts", only=("id", *UNBOUNDED_TEXT))
+        joined = joined.outerjoin(read_by_id, read_by_id.c.id == e.id)
+        texts = read_by_id.c
 
     is_backfill = b.source == "backfill"
     relabel_candidate = sa.and_(b.source == "live", execution == unknown)
@@ -250,6 +255,7 @@ def _compare(
     return _Comparison(
         b=b,
         e=e,
+        t=texts,
         joined=joined,
         execution=execution,
         is_backfill=is_backfill,
@@ -323,7 +329,13 @@ def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.Column
         ),
         # AC-7, AC-7a, AC-8, AC-9 (the mapping applies them).
         "metrics": sa.and_(strict, sa.or_(*(_differs(b[m], e[m]) for m in schema.METRIC_COLUMNS))),
-        "text": sa.and_(strict, sa.or_(*(_differs(b[c], e[c]) for c in TEXT_FIELDS))),
+        "text": sa.and_(
+            strict,
+            sa.or_(
+                _differs(b.is_async, e.is_async),
+                *(_differs(b[c], cmp.t[c]) for c in UNBOUNDED_TEXT),
+            ),
+        ),
         # AC-1a: observed_at is the message's created_at, exactly.
         "observed_at": sa.and_(matched, _differs_at(b.observed_at, e.observed_at)),
         # AC-23a: settled_at = updated_at iff terminal; updated_at = the message's updated_at.
@@ -375,7 +387,7 @@ def _shown(cmp: _Comparison) -> dict[str, tuple]:
             for col in (
                 (b[c], e[c].label(f"expected_{c}"))
                 if c == "is_async"
-                else (short(b[c], c), short(e[c], f"expected_{c}"))
+                else (short(b[c], c), short(cmp.t[c], f"expected_{c}"))
             )
         ),
         "observed_at": (b.observed_at, e.observed_at.label("message_created_at")),

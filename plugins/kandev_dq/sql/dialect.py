@@ -441,6 +441,17 @@ class json_text(_JsonPath):  # noqa: N801
     type = sa.Text()
 
 
+class json_filled_text(_JsonPath):  # noqa: N801
+    """A non-empty JSON string at ``path`` as text; ``""`` and any other JSON type read as NULL
+    (CONTRACT §2's empty-as-NULL applied as the field is read). Tested by length, never
+    through ``nullif``: SQLite's ``nullif`` copies its argument, and SQLite keeps that copy
+    beside the extracted value (one more copy of a 50 MB description per row read)."""
+
+    inherit_cache = True
+
+    type = sa.Text()
+
+
 class json_number(_JsonPath):  # noqa: N801
     """A JSON number at ``path``; any other JSON type reads as NULL."""
 
@@ -554,6 +565,25 @@ def _text_postgresql(element, compiler, **kw):
     doc = compiler.process(list(element.clauses)[0], **kw)
     p = _pg_path(element.path)
     return f"(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN {doc} #>> {p} END)"
+
+
+@compiles(json_filled_text, "sqlite")
+def _filled_text_sqlite(element, compiler, **kw):
+    return _sqlite_read(
+        element,
+        compiler,
+        "(CASE WHEN json_type({doc}, {p}) = 'text' AND length(json_extract({doc}, {p})) > 0 "
+        "THEN json_extract({doc}, {p}) END)",
+        "CASE WHEN type = 'text' AND length(value) > 0 THEN value END",
+        **kw,
+    )
+
+
+@compiles(json_filled_text, "postgresql")
+def _filled_text_postgresql(element, compiler, **kw):
+    doc = compiler.process(list(element.clauses)[0], **kw)
+    p = _pg_path(element.path)
+    return f"(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN nullif({doc} #>> {p}, '') END)"
 
 
 @compiles(json_number, "sqlite")

@@ -26,6 +26,7 @@ from kandev_dq.contract import tables as schema
 from kandev_dq.sql.dialect import (
     at_or_after,
     before,
+    json_filled_text,
     json_flag,
     json_number,
     json_text,
@@ -107,6 +108,20 @@ def is_source(docs: sa.Subquery) -> sa.ColumnElement[bool]:
 
 #: The columns :func:`subagent_messages` reads besides the metadata fields, in order.
 _MESSAGE_COLUMNS = ("id", "task_session_id", "task_id", "turn_id", "created_at", "updated_at")
+#: Every column :func:`subagent_messages` reads, in order.
+_FIELDS = (
+    *_MESSAGE_COLUMNS,
+    "tool_call_id",
+    "parent_tool_call_id",
+    "tool_status",
+    "agent_status",
+    *TASK_TEXT,
+    "is_async",
+    *schema.METRIC_COLUMNS,
+)
+#: The text fields whose size nothing bounds (a description may be megabytes; the statuses
+#: and ids are compared and joined on, and read everywhere).
+UNBOUNDED_TEXT = ("parent_tool_call_id", *TASK_TEXT)
 
 
 def subagent_messages(
@@ -115,17 +130,18 @@ def subagent_messages(
     since: sa.BindParameter | None = None,
     only: tuple[str, ...] | None = None,
 ) -> sa.Subquery:
-    """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b);
-    ``only`` keeps just the named columns (the rest are then never read)."""
+    """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b), every
+    text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``
+    keeps just the named columns (the rest are then never read)."""
     docs = message_documents(f"{name}_docs", since=since)
     doc = docs.c.doc
     columns = [
         *(docs.c[column] for column in _MESSAGE_COLUMNS),
         json_text(doc, "tool_call_id").label("tool_call_id"),
-        json_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
-        json_text(doc, "status").label("tool_status"),
-        json_text(doc, *_TASK, "status").label("agent_status"),
-        *(json_text(doc, *_TASK, field).label(field) for field in TASK_TEXT),
+        json_filled_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
+        json_filled_text(doc, "status").label("tool_status"),
+        json_filled_text(doc, *_TASK, "status").label("agent_status"),
+        *(json_filled_text(doc, *_TASK, field).label(field) for field in TASK_TEXT),
         json_flag(doc, *_TASK, "is_async").label("is_async"),
         *(json_number(doc, *_TASK, m).label(m) for m in schema.METRIC_COLUMNS),
     ]
@@ -144,12 +160,15 @@ def _id_order(column, dialect_name: str):
     return column.collate("C" if dialect_name == "postgresql" else "BINARY")
 
 
-def winners(dialect_name: str, created_before: sa.BindParameter | None = None) -> sa.Subquery:
+def winners(
+    dialect_name: str, created_before: sa.BindParameter | None = None, *, texts: bool = True
+) -> sa.Subquery:
     """The qualifying messages ranked per (task_session_id, tool_call_id): ``rank`` 1 is the
     AC-21b winner, the newest created_at, then the greatest id.
 
     ``created_before`` (an instant parameter) ranks only the messages created before it: the
-    ones a backfill that ran before that instant could have read (AC-21b, AC-22).
+    ones a backfill that ran before that instant could have read (AC-21b, AC-22). Without
+    ``texts`` the :data:`UNBOUNDED_TEXT` fields are left out (see :func:`backfill_select`).
 
     The window sorts ids and keys only; each message's fields are read after it, by id, so no
     value of unbounded size passes through the sort (one 50 MB description held there cost
@@ -168,7 +187,8 @@ def winners(dialect_name: str, created_before: sa.BindParameter | None = None) -
     existed = [before(keyed.c.created_at, created_before)] if created_before is not None else []
     ranked = sa.select(keyed.c.id, rank.label("rank")).where(qualifies(keyed), *existed)
     ranked = ranked.subquery("ranked_ids")
-    sm = subagent_messages("msg")
+    bounded = tuple(name for name in _FIELDS if name not in UNBOUNDED_TEXT)
+    sm = subagent_messages("msg", only=None if texts else bounded)
     return (
         sa.select(sm, ranked.c.rank)
         .join_from(sm, ranked, ranked.c.id == sm.c.id)
@@ -224,12 +244,18 @@ BACKFILL_COLUMNS = (
 )
 
 
-def backfill_select(dialect_name: str, created_before: sa.BindParameter | None = None) -> sa.Select:
+def backfill_select(
+    dialect_name: str, created_before: sa.BindParameter | None = None, *, texts: bool = True
+) -> sa.Select:
     """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table);
-    with ``created_before``, the rows a backfill that ran before that instant inserted."""
-    r = winners(dialect_name, created_before)
-    agent_status = sa.func.nullif(r.c.agent_status, "")
-    tool_status = sa.func.nullif(r.c.tool_status, "")
+    with ``created_before``, the rows a backfill that ran before that instant inserted.
+
+    Without ``texts``, the :data:`UNBOUNDED_TEXT` columns are left out, for a reader that
+    takes them from :func:`subagent_messages` by id: SQLite materialises a subquery joined
+    as these rows are in the backfill reconciliation, a copy of each value and one more as
+    it is read back (a 50 MB description cost 100 MB that way)."""
+    r = winners(dialect_name, created_before, texts=texts)
+    agent_status, tool_status = r.c.agent_status, r.c.tool_status  # '' already read as NULL
     return sa.select(
         r.c.id,
         r.c.task_session_id,
@@ -237,10 +263,9 @@ def backfill_select(dialect_name: str, created_before: sa.BindParameter | None =
         sa.func.nullif(r.c.turn_id, "").label("turn_id"),
         r.c.tool_call_id,
         sa.literal(schema.UNKNOWN_EXECUTION, sa.Text).label("agent_execution_id"),
-        sa.func.nullif(r.c.parent_tool_call_id, "").label("parent_tool_call_id"),
-        *(sa.func.nullif(r.c[name], "").label(name) for name in TASK_TEXT),
-        agent_status.label("agent_status"),
-        tool_status.label("tool_status"),
+        *(r.c[name] for name in UNBOUNDED_TEXT if texts),
+        agent_status,
+        tool_status,
         sa.func.coalesce(r.c.is_async, 0).label("is_async"),
         _metric(r.c.total_tokens, agent_status, keep_zero=False).label("total_tokens"),
         _metric(r.c.tool_use_count, agent_status, keep_zero=True).label("tool_use_count"),
