@@ -162,7 +162,9 @@ def test_repeated_member_names_read_as_the_last_one(target, document, expected):
             _PLAIN.replace('"kind": "subagent_task"', r'"kind": "x", "\u006bind": "subagent_task"'),
             True,
         ),
+        (_PLAIN.replace('"kind": "subagent_task"', '"kind": "x", "kind": "subagent_task"'), True),
         (_PLAIN.replace('"is_async": true', '"is_async": true, "is_async": true'), True),
+        (_PLAIN.replace('"status": "async_launched"', '"status": "a", "status": "b"'), True),
         # Only the objects the reading walks: a name repeated elsewhere changes no verdict.
         (_PLAIN[:-1] + ', "other": {"kind": 1, "kind": 2}}', False),
         (
@@ -172,7 +174,13 @@ def test_repeated_member_names_read_as_the_last_one(target, document, expected):
     ],
 )
 def test_repeated_member_names_are_found_along_the_read_paths(target, document, repeated):
-    paths = (("tool_call_id",), ("status",), ("normalized", "kind"), (*_TASK, "is_async"))
+    paths = (
+        ("tool_call_id",),
+        ("status",),
+        ("normalized", "kind"),
+        (*_TASK, "status"),
+        (*_TASK, "is_async"),
+    )
     assert _repeats(target.engine, document, *paths) is repeated
 
 

@@ -502,18 +502,46 @@ def _needs_exact(text: str, path: tuple[str, ...], dialect: str, percent: str = 
     SQLite, LIKE on PostgreSQL (where counting with ``replace`` copied each document per name).
     ``percent`` is how the statement spells LIKE's ``%`` (doubled for a ``format`` driver).
     """
-    tests = []
-    for name in dict.fromkeys(path):
-        quoted = f'"{name}"'
-        allowed = _WELL_FORMED_OCCURRENCES.get(name, 1)
-        if dialect == "sqlite":
-            tests.append(f"{text} GLOB {_quoted('*' + (quoted + '*') * (allowed + 1))}")
-        else:
-            literal = quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            pattern = _quoted("%" + (literal + "%") * (allowed + 1))
-            tests.append(f"{text} LIKE {pattern.replace('%', percent)}")
-    escape = f"{text} GLOB '*\\u*'" if dialect == "sqlite" else f"strpos({text}, '\\u') > 0"
-    return "(" + " OR ".join([escape, *tests]) + ")"
+    repeated = [_repeated_text(text, name, dialect, percent) for name in dict.fromkeys(path)]
+    return "(" + " OR ".join([_escaped_text(text, dialect), *repeated]) + ")"
+
+
+def _escaped_text(text: str, dialect: str) -> str:
+    return f"{text} GLOB '*\\u*'" if dialect == "sqlite" else f"strpos({text}, '\\u') > 0"
+
+
+def _occurs(text: str, name: str, times: int, dialect: str, percent: str) -> str:
+    """``name``'s quoted text appears at least ``times`` times in ``text``."""
+    quoted = f'"{name}"'
+    if dialect == "sqlite":
+        return f"{text} GLOB {_quoted('*' + (quoted + '*') * times)}"
+    literal = quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{text} LIKE {_quoted('%' + (literal + '%') * times).replace('%', percent)}"
+
+
+def _repeated_text(text: str, name: str, dialect: str, percent: str) -> str:
+    return _occurs(text, name, _WELL_FORMED_OCCURRENCES.get(name, 1) + 1, dialect, percent)
+
+
+def _may_repeat(
+    text: str, paths: tuple[tuple[str, ...], ...], dialect: str, percent: str = "%"
+) -> str:
+    """:func:`_needs_exact` over every name of ``paths``, each object's names tested only in a
+    text that names the object: a member of ``normalized.subagent_task`` can repeat only where
+    ``"subagent_task"`` is written (an escaped spelling is caught by the ``\\u`` test). Most
+    messages are not subagent messages, and skip most patterns."""
+    tested: set[str] = set()
+    groups = []
+    for steps, names in _named_members(paths).items():
+        fresh = [name for name in names if name not in tested]
+        tested.update(fresh)
+        if not fresh:
+            continue
+        repeated = " OR ".join(_repeated_text(text, name, dialect, percent) for name in fresh)
+        if steps:
+            repeated = f"{_occurs(text, steps[-1], 1, dialect, percent)} AND ({repeated})"
+        groups.append(f"({repeated})")
+    return "(" + " OR ".join([_escaped_text(text, dialect), *groups]) + ")"
 
 
 def _sqlite_object(doc: str, steps: tuple[str, ...]) -> str:
@@ -663,10 +691,6 @@ def _named_members(paths: tuple[tuple[str, ...], ...]) -> dict[tuple[str, ...], 
     return objects
 
 
-def _every_name(paths: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(name for path in paths for name in path))
-
-
 @compiles(repeated_member, "sqlite")
 def _repeated_sqlite(element, compiler, **kw):
     doc = compiler.process(list(element.clauses)[0], **kw)
@@ -676,7 +700,7 @@ def _repeated_sqlite(element, compiler, **kw):
         for steps, names in _named_members(element.paths).items()
         for name in names
     )
-    may_repeat = _needs_exact(doc, _every_name(element.paths), "sqlite")
+    may_repeat = _may_repeat(doc, element.paths, "sqlite")
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE 0 END)"
 
 
@@ -695,7 +719,7 @@ def _repeated_postgresql(element, compiler, **kw):
         for name in names
     )
     percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
-    may_repeat = _needs_exact(text, _every_name(element.paths), "postgresql", percent)
+    may_repeat = _may_repeat(text, element.paths, "postgresql", percent)
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
 
 
