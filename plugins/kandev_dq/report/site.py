@@ -58,6 +58,7 @@ from kandev_dq.expectations.base import listing_block
 from kandev_dq.report.history import Timeline, timeline
 from kandev_dq.report.timeline_chart import timeline_svg
 from kandev_dq.run import gx_adapter
+from kandev_dq.run.checkpoint import DOCS_PAGES
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.run.results_store import RecordsStoreBackend
@@ -978,13 +979,20 @@ class KandevSiteBuilder(SiteBuilder):
 
     def build(self, resource_identifiers=None, build_index: bool = True):
         """GX's build, with kandev-dq's assets and the overview (whose failure, like a GX
-        page's, is logged and never fails the checkpoint run that builds the docs)."""
+        page's, is logged and never fails the checkpoint run that builds the docs). In a
+        checkpoint run, the results' pages and the run-wide ones are built apart
+        (:data:`~kandev_dq.run.checkpoint.DOCS_PAGES`)."""
+        pages = DOCS_PAGES.get()
         for name, section_builder in self.site_section_builders.items():
+            if pages == "run-wide":
+                break
             if name == "profiling" and not _profiling(resource_identifiers):
                 # A run's own build: GX would compare every stored result with this run's,
                 # a cost growing with the history, to find profiling runs kandev-dq never makes.
                 continue
             section_builder.build(resource_identifiers=resource_identifiers)
+        if pages == "results":
+            return self.get_resource_url(only_if_exists=False), []
         copy_assets(self.target_store)
         overview = None
         try:

@@ -18,6 +18,12 @@ suite parameter ``kandev_key_ledger``, through ``checkpoint.run(expectation_para
 validation result (one per suite, in checkpoint order) and reports it; GX's own tqdm bars are
 switched off for the run, whatever the project's ``progress_bars`` say.
 
+**Data docs.** GX's ``update_data_docs`` action builds the whole site once per validation
+result (five times for ``pre_release``). During a checkpoint run each of those builds renders
+its own result's pages only; the pages covering every run (the overview with its timeline,
+the index, the assets) are built once, after the checkpoint, for the same sites
+(:data:`DOCS_PAGES`).
+
 **Notifications** use GX's own action classes (Slack, Microsoft Teams, email, API, PagerDuty,
 Opsgenie; :mod:`kandev_dq.run.notifications` builds them from the environment or the project's
 config variables). They are off unless a channel's settings are set. The actions are built for
@@ -35,7 +41,8 @@ import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from contextvars import ContextVar
+from typing import Any, Literal, Protocol
 
 from kandev_dq.run import gx_adapter, notifications
 from kandev_dq.run.results import failed_by_severity
@@ -43,6 +50,13 @@ from kandev_dq.run.results import failed_by_severity
 logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+#: Which pages a data docs build renders: ``all`` (any build outside a checkpoint run),
+#: ``results`` (a checkpoint action's build: the given results' pages only) or ``run-wide``
+#: (the one build after the checkpoint: overview, index, assets).
+DOCS_PAGES: ContextVar[Literal["all", "results", "run-wide"]] = ContextVar(
+    "kandev_dq_docs_pages", default="all"
+)
 
 
 class Progress(Protocol):
@@ -108,7 +122,31 @@ def run_checkpoint(
     # In memory only (never saved): no tqdm bars, whatever the project's yml says.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     with _reporting(context, gx_checkpoint, progress):
-        return gx_checkpoint.run(run_id=run_id, expectation_parameters=expectation_parameters)
+        token = DOCS_PAGES.set("results")
+        try:
+            result = gx_checkpoint.run(run_id=run_id, expectation_parameters=expectation_parameters)
+        finally:
+            DOCS_PAGES.reset(token)
+    _build_run_wide_pages(context, gx_checkpoint)
+    return result
+
+
+def _build_run_wide_pages(context, gx_checkpoint) -> None:
+    """The overview, index and assets of the sites the checkpoint's docs actions updated,
+    once; like GX's action, a failure is logged and never fails the run."""
+    actions = [a for a in gx_checkpoint.actions if getattr(a, "type", "") == "update_data_docs"]
+    if not actions:
+        return
+    # An action naming no site updates every site.
+    every_site = any(not a.site_names for a in actions)
+    names = None if every_site else [name for a in actions for name in a.site_names]
+    token = DOCS_PAGES.set("run-wide")
+    try:
+        context.build_data_docs(site_names=names)
+    except Exception:  # noqa: BLE001 - GX's own action logs a docs failure and goes on
+        logger.exception("kandev-dq: the data docs index and overview could not be built")
+    finally:
+        DOCS_PAGES.reset(token)
 
 
 @contextmanager
