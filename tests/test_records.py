@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from pathlib import Path
 
@@ -459,3 +460,28 @@ def test_a_project_may_keep_its_records_only_in_its_own_folder(sqlite_target, pr
     _set_records_in_yml(project, "uncommitted/team-records.db")
     report = run_check(project, sqlite_target.url, "nightly")
     assert report.records.endswith("uncommitted/team-records.db") and report.results
+
+
+def test_a_check_builds_each_results_pages_and_the_run_wide_pages_once(
+    sqlite_target, project, monkeypatch
+):
+    """GX's docs action builds the site once per validation result; the overview (and its
+    chart), the index and the assets are built once per run, after every result's pages."""
+    from kandev_dq.report import site
+
+    calls = {"overview": 0, "assets": 0}
+    monkeypatch.setattr(
+        site.KandevSiteBuilder,
+        "write_overview",
+        _counting(calls, "overview", site.KandevSiteBuilder.write_overview),
+    )
+    monkeypatch.setattr(site, "copy_assets", _counting(calls, "assets", site.copy_assets))
+    _healthy(sqlite_target)
+    report = run_check(project, sqlite_target.url, "pre_release")
+    assert calls == {"overview": 1, "assets": 1}
+    docs = Path(report.docs_index).parent
+    index = (docs / "index.html").read_text()
+    pages = sorted((docs / "validations").rglob("*.html"))
+    assert len(pages) == 5  # one per suite of pre_release
+    for page in pages:  # the index, built after them, links every result page
+        assert urllib.parse.quote(page.relative_to(docs).as_posix()) in index
