@@ -264,13 +264,14 @@ def _expected_fields(raw: str | None) -> dict | None:
     task = ("normalized", "subagent_task")
     fields = {
         "tool_call_id": _text(_at(doc, "tool_call_id")),
-        "parent_tool_call_id": _text(_at(doc, "parent_tool_call_id")),
-        "tool_status": _text(_at(doc, "status")),
-        "agent_status": _text(_at(doc, *task, "status")),
+        # Every other text field reads '' as NULL, as the backfill writes it (§2).
+        "parent_tool_call_id": _text(_at(doc, "parent_tool_call_id")) or None,
+        "tool_status": _text(_at(doc, "status")) or None,
+        "agent_status": _text(_at(doc, *task, "status")) or None,
         "is_async": _flag(_at(doc, *task, "is_async")),
     }
     for name in ("subagent_type", "description", "agent_id", "child_session_id", "model"):
-        fields[name] = _text(_at(doc, *task, name))
+        fields[name] = _text(_at(doc, *task, name)) or None
     for name in ("total_tokens", "tool_use_count", "duration_ms"):
         fields[name] = _number(_at(doc, *task, name))
     return fields

@@ -33,7 +33,7 @@ from kandev_dq.facts.shapes import (
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, subagent_messages
-from kandev_dq.sql.messages import display, every_document_parsed
+from kandev_dq.sql.messages import display
 from kandev_dq.sql.scan import Counted, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
@@ -137,8 +137,6 @@ def activation_facts(conn: sa.Connection) -> ActivationFacts:
             when=under, sample=sa.select(*row_cols).where(under).order_by(rows.observed_at, rows.id)
         )
     found, parts = counted_scan(conn, conditions, select_from=subagents)
-    if through is not None:
-        every_document_parsed(conn)  # the coverage count read every message's metadata
     facts["backfill_rows"] = int(found["backfill_rows"])
     facts.update(parts)
     return facts

@@ -46,7 +46,7 @@ from kandev_dq.sql.mapping import (
     qualifies,
     subagent_messages,
 )
-from kandev_dq.sql.messages import count_and_sample, every_document_parsed
+from kandev_dq.sql.messages import count_and_sample
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
@@ -156,7 +156,6 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
             count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
         ],
     )
-    every_document_parsed(conn)  # the mapping read every message's metadata
     expected_rows = counts["expected_rows"]
     # One row per backfill row, whichever losers it matches (AC-21b).
     carrying_losers = (

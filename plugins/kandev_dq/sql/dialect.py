@@ -270,12 +270,20 @@ class metadata_doc(FunctionElement):  # noqa: N801
     PostgreSQL casts once per row (``::jsonb``); read it through a subquery column so the cast
     is not repeated per extracted field. ``as_text`` leaves the text uncast, every member as
     written, for :class:`repeated_member` (``jsonb`` keeps only the last of repeated names).
+
+    ``mentions`` (a reader that keeps only documents holding that string value, such as the
+    kind ``subagent_task``), PostgreSQL only: a text that holds neither it nor an escape
+    (``\\u``, the only other way to spell its letters) reads as ``{}`` without being parsed
+    (most messages: each read of them costs a fraction). SQLite evaluates the document at
+    every reference of a flattened subquery, where the test would be repeated and cost more
+    than its cheap ``json_valid`` saves.
     """
 
     inherit_cache = True
     type = sa.Text()
     _traverse_internals = FunctionElement._traverse_internals + [
-        ("as_text", InternalTraversal.dp_plain_obj)
+        ("as_text", InternalTraversal.dp_plain_obj),
+        ("mentions", InternalTraversal.dp_plain_obj),
     ]
 
     def __init__(
@@ -285,8 +293,10 @@ class metadata_doc(FunctionElement):  # noqa: N801
         id_column=None,
         excluded: Sequence[str] = (),
         as_text: bool = False,
+        mentions: str | None = None,
     ):
         self.as_text = as_text
+        self.mentions = mentions
         excluded = tuple(excluded)
         if excluded and id_column is None:
             raise ValueError("excluded ids need the id column they refer to")
@@ -377,13 +387,18 @@ def _doc_text(element, compiler, **kw) -> str:
     clauses = list(element.clauses)
     col = compiler.process(clauses[0], **kw)
     excluded = compiler.process(clauses[1], **kw) if len(clauses) > 1 else None
+    unreadable = []
+    if element.mentions is not None and compiler.dialect.name == "postgresql":
+        unreadable.append(
+            f"NOT (strpos({col}, {_quoted(element.mentions)}) > 0 OR strpos({col}, '\\u') > 0)"
+        )
     if compiler.dialect.name == "postgresql":
-        unreadable = [f"{col} IS NULL OR btrim({col}) IN ('', 'null')"]
+        unreadable.append(f"{col} IS NULL OR btrim({col}) IN ('', 'null')")
         if excluded:
             unreadable.append(excluded)
         unreadable.append(_pg_too_deep(col))
     else:
-        unreadable = [f"NOT json_valid({col})"]  # also 0 past JSON_MAX_DEPTH
+        unreadable.append(f"NOT json_valid({col})")  # also 0 past JSON_MAX_DEPTH
         if excluded:
             unreadable.append(excluded)
     whens = " ".join(f"WHEN {condition} THEN '{{}}'" for condition in unreadable)

@@ -76,7 +76,8 @@ def message_documents(
         m.c.turn_id,
         m.c.created_at,
         m.c.updated_at,
-        message_doc(m).label("doc"),
+        # Every reader keeps the subagent messages only: the others need not be parsed.
+        message_doc(m, mentions=SUBAGENT_KIND).label("doc"),
         *extra,
     )
     if since is not None:

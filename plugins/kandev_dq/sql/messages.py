@@ -75,19 +75,6 @@ def current_unreadable() -> Unreadable | None:
     return _UNREADABLE.get()
 
 
-def every_document_parsed(conn: sa.Connection) -> None:
-    """Record that a statement just parsed every message's metadata without an error.
-
-    On PostgreSQL that proves this snapshot holds no metadata ``::jsonb`` rejects (the
-    statement would have failed and the ids been located), so later reads of the run need
-    not look for them again (a second parse of every message). Call it only after a statement
-    whose metadata subquery reads the whole table, never a window of it.
-    """
-    found = _UNREADABLE.get()
-    if conn.dialect.name == "postgresql" and found is not None and found.ids is None:
-        found.ids = ()
-
-
 @contextmanager
 def reading_unreadable_as_empty(found: Unreadable) -> Iterator[Unreadable]:
     """Every :func:`message_doc` built in this block reads ``found.ids`` as ``{}``."""
@@ -98,8 +85,9 @@ def reading_unreadable_as_empty(found: Unreadable) -> Iterator[Unreadable]:
         _UNREADABLE.reset(token)
 
 
-def message_doc(table=messages) -> sa.ColumnElement:
-    """A message's metadata document (AC-23b), reading the located unreadable ids as ``{}``.
+def message_doc(table=messages, *, mentions: str | None = None) -> sa.ColumnElement:
+    """A message's metadata document (AC-23b), reading the located unreadable ids as ``{}``
+    (and, given ``mentions``, every text that cannot hold that value, unparsed).
 
     The ids are those of the enclosing :func:`reading_unreadable_as_empty` block when the
     statement is *built*: build statements inside the ``compute`` function given to
@@ -107,7 +95,9 @@ def message_doc(table=messages) -> sa.ColumnElement:
     """
     found = _UNREADABLE.get()
     excluded = found.ids if found is not None and found.ids else ()
-    return metadata_doc(table.c.metadata, id_column=table.c.id, excluded=excluded)
+    return metadata_doc(
+        table.c.metadata, id_column=table.c.id, excluded=excluded, mentions=mentions
+    )
 
 
 def is_unreadable_json(exc: BaseException) -> bool:
