@@ -108,12 +108,14 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
         through = backfill_through_value(high)
         wrote_capture = write_key(conn, CAPTURE_SINCE, capture.rfc3339nano())
         wrote_through = write_key(conn, BACKFILL_THROUGH, through)
+        # Named in the report: SQLite read them as {} silently (and counted them); PostgreSQL
+        # parsed only the documents that may name the subagent kind, so it looks for them.
         skipped = (
             unreadable.ids
             if unreadable.ids is not None
-            else queries.locate_unreadable_metadata(conn)  # SQLite read them as {} silently
-            if ctx.dialect == "sqlite" and preflight.unreadable
-            else ()  # PostgreSQL parsed every document without an error: there are none
+            else queries.locate_unreadable_metadata(conn)
+            if ctx.dialect != "sqlite" or preflight.unreadable
+            else ()
         )
     written = {CAPTURE_SINCE: wrote_capture, BACKFILL_THROUGH: wrote_through}
     parts = [f"inserted {rows} row(s)"]
@@ -210,8 +212,9 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
     ``high``: MAX(created_at) over AC-21's source predicate, as :func:`backfill_through_statement`
     reads it (AC-24 point 1), over the messages it can map. ``unmappable``: the qualifying
     messages :func:`unmappable_timestamps` refuses (on PostgreSQL, whose columns are typed,
-    only instants no clock can have written). SQLite only (0 on PostgreSQL, whose unparsable
-    metadata aborts the statement instead): ``unreadable``, the messages whose metadata is not
+    only instants no clock can have written). SQLite only (0 on PostgreSQL, where metadata
+    that may be a subagent message's and does not parse aborts the statement, and the rest
+    is located after the INSERT): ``unreadable``, the messages whose metadata is not
     JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
     them only when there are any). The aggregates read the predicate from a
     :func:`~kandev_dq.sql.mapping.fenced` subquery: PostgreSQL evaluates it once per message.
