@@ -592,6 +592,13 @@ def _sqlite_read(element, compiler, fast: str, exact_read: str, **kw) -> str:
     )
 
 
+def _pg_read(element, compiler, read: str, **kw) -> str:
+    """``read`` over ``{doc}`` (the jsonb document) and ``{p}`` (the path) on PostgreSQL, whose
+    path operators already decode names and take the last of repeated ones."""
+    doc = compiler.process(list(element.clauses)[0], **kw)
+    return read.format(doc=doc, p=_pg_path(element.path))
+
+
 @compiles(json_text, "sqlite")
 def _text_sqlite(element, compiler, **kw):
     return _sqlite_read(
@@ -605,9 +612,12 @@ def _text_sqlite(element, compiler, **kw):
 
 @compiles(json_text, "postgresql")
 def _text_postgresql(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _pg_path(element.path)
-    return f"(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN {doc} #>> {p} END)"
+    return _pg_read(
+        element,
+        compiler,
+        "(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN {doc} #>> {p} END)",
+        **kw,
+    )
 
 
 @compiles(json_filled_text, "sqlite")
@@ -624,9 +634,12 @@ def _filled_text_sqlite(element, compiler, **kw):
 
 @compiles(json_filled_text, "postgresql")
 def _filled_text_postgresql(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _pg_path(element.path)
-    return f"(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN nullif({doc} #>> {p}, '') END)"
+    return _pg_read(
+        element,
+        compiler,
+        "(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN nullif({doc} #>> {p}, '') END)",
+        **kw,
+    )
 
 
 @compiles(json_number, "sqlite")
@@ -643,9 +656,12 @@ def _number_sqlite(element, compiler, **kw):
 
 @compiles(json_number, "postgresql")
 def _number_postgresql(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _pg_path(element.path)
-    return f"(CASE WHEN jsonb_typeof({doc} #> {p}) = 'number' THEN ({doc} #>> {p})::numeric END)"
+    return _pg_read(
+        element,
+        compiler,
+        "(CASE WHEN jsonb_typeof({doc} #> {p}) = 'number' THEN ({doc} #>> {p})::numeric END)",
+        **kw,
+    )
 
 
 @compiles(json_flag, "sqlite")
@@ -665,12 +681,13 @@ def _flag_sqlite(element, compiler, **kw):
 
 @compiles(json_flag, "postgresql")
 def _flag_postgresql(element, compiler, **kw):
-    doc = compiler.process(list(element.clauses)[0], **kw)
-    p = _pg_path(element.path)
-    return (
-        f"(CASE jsonb_typeof({doc} #> {p}) WHEN 'boolean' THEN "
-        f"CASE WHEN ({doc} #>> {p})::boolean THEN 1 ELSE 0 END "
-        f"WHEN 'number' THEN CASE WHEN ({doc} #>> {p})::numeric <> 0 THEN 1 ELSE 0 END END)"
+    return _pg_read(
+        element,
+        compiler,
+        "(CASE jsonb_typeof({doc} #> {p}) WHEN 'boolean' THEN "
+        "CASE WHEN ({doc} #>> {p})::boolean THEN 1 ELSE 0 END "
+        "WHEN 'number' THEN CASE WHEN ({doc} #>> {p})::numeric <> 0 THEN 1 ELSE 0 END END)",
+        **kw,
     )
 
 
