@@ -171,3 +171,23 @@ def test_action_fires_follows_gx_should_notify():
     # An action without notify_on (GX's API action) always sends.
     api = APINotificationAction(name="a", url="http://x/")
     assert gx_adapter.action_fires(api, failed_run(FailureSeverity.INFO))
+
+
+def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_target):
+    """One consistent read that cannot write; and no JIT: the planner prices the per-name JSON
+    subplans high enough to compile whole scans, which cost more than the scans themselves."""
+    StoreBuilder(pg_target.engine).create()
+    store = open_store(pg_target.url)
+    try:
+        with snapshot.pinned(store.engine) as run:
+            settings = {
+                name: run.connection.exec_driver_sql(f"SHOW {name}").scalar_one()
+                for name in ("transaction_isolation", "transaction_read_only", "jit")
+            }
+        assert settings == {
+            "transaction_isolation": "repeatable read",
+            "transaction_read_only": "on",
+            "jit": "off",
+        }
+    finally:
+        store.dispose()
