@@ -57,7 +57,7 @@ def _repeats(engine, document: str, *paths: tuple[str, ...]) -> bool:
         conn.execute(docs.delete())
         conn.execute(docs.insert().values(id="m1", doc=document))
         doc = metadata_doc(docs.c.doc, as_text=True)
-        return bool(conn.execute(sa.select(repeated_member(doc, *paths))).scalar_one())
+        return bool(conn.execute(sa.select(repeated_member(doc, docs.c.doc, *paths))).scalar_one())
 
 
 @pytest.mark.parametrize(

@@ -157,13 +157,13 @@ def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
     # PostgreSQL, beside the located ``ids``, the documents nested past the depth limit.
     unreadable = unreadable_sqlite(m.c.metadata) if ids is None else _too_deep(ids)
     columns.append(unreadable.label("unreadable"))
-    return fenced(sa.select(*columns, doc.label("doc"))).subquery("docs")
+    return fenced(sa.select(*columns, doc.label("doc"), m.c.metadata)).subquery("docs")
 
 
 def _repeated(docs: sa.Subquery) -> Counted:
     """Messages whose metadata repeats a member name along a path the reading takes
     (:data:`~kandev_dq.sql.mapping.READ_PATHS`; AC-23b, AC-19)."""
-    repeated = repeated_member(docs.c.doc, *READ_PATHS)
+    repeated = repeated_member(docs.c.doc, docs.c.metadata, *READ_PATHS)
     named = sa.select(
         docs.c.id,
         docs.c.task_session_id,
