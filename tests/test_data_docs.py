@@ -676,3 +676,40 @@ def _painted_in_column(
         for row in rows
         for pixel in row[max(int(x) - 30, 0) : int(x) + 30]
     )
+
+
+def test_a_second_check_compiles_no_page_template(sqlite_target, project, monkeypatch):
+    """GX builds a new Jinja environment for every page set; the compiled templates are kept
+    for the process, so a second check renders its pages without compiling any again."""
+    import jinja2
+
+    _passing_store(sqlite_target)
+    assert check(project, sqlite_target).docs_index
+    compiled: list[str] = []
+    compile_template = jinja2.Environment.compile
+
+    def counted(self, source, name=None, filename=None, *args, **kwargs):
+        compiled.append(name or "<string>")
+        return compile_template(self, source, name, filename, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counted)
+    assert check(project, sqlite_target).docs_index
+    assert [name for name in compiled if name != "<string>"] == []
+
+
+def test_the_chart_renderer_starts_in_the_background(monkeypatch):
+    """``check`` starts the chart engine before it reads the store; the overview's chart then
+    finds it started (its first drawing costs about a second)."""
+    import threading
+
+    import vl_convert
+
+    from kandev_dq.report import timeline_chart
+
+    drawn: list[dict] = []
+    monkeypatch.setattr(vl_convert, "vegalite_to_svg", lambda spec: drawn.append(spec) or "")
+    timeline_chart.start_renderer()
+    for thread in threading.enumerate():
+        if thread.name == "chart-renderer-start":
+            thread.join(timeout=30)
+    assert drawn and drawn[0]["mark"] == "point"

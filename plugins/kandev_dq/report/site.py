@@ -50,7 +50,7 @@ from great_expectations.render import (
 from great_expectations.render.renderer.site_builder import SiteBuilder
 from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
-from jinja2 import ChoiceLoader, FileSystemLoader
+from jinja2 import BytecodeCache, ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.states import explain_state
@@ -117,6 +117,25 @@ def page_root(document: Any) -> str:
     return ""
 
 
+class _CompiledTemplates(BytecodeCache):
+    """Each template compiled once per process. GX builds a new view, with a new Jinja
+    environment, for every page set it renders, and each compiled every template again
+    (about 230 compilations a run). Jinja checks each template's source before reusing it."""
+
+    def __init__(self) -> None:
+        self._code: dict[str, bytes] = {}
+
+    def load_bytecode(self, bucket) -> None:
+        if bucket.key in self._code:
+            bucket.bytecode_from_string(self._code[bucket.key])
+
+    def dump_bytecode(self, bucket) -> None:
+        self._code[bucket.key] = bucket.bytecode_to_string()
+
+
+_COMPILED_TEMPLATES = _CompiledTemplates()
+
+
 class _LocalAssets:
     """Template lookup starting at ``docs_assets/templates``; every page knows its root."""
 
@@ -126,6 +145,7 @@ class _LocalAssets:
             custom_views_directory=custom_views_directory,
         )
         self.env.loader = ChoiceLoader([FileSystemLoader(str(TEMPLATES)), self.env.loader])
+        self.env.bytecode_cache = _COMPILED_TEMPLATES
 
     def render(self, document, template=None, **kwargs):
         kwargs.setdefault("kandev_root", page_root(document))
