@@ -78,6 +78,7 @@ def message_documents(
         m.c.updated_at,
         # Every reader keeps the subagent messages only: the others need not be parsed.
         message_doc(m, mentions=SUBAGENT_KIND).label("doc"),
+        m.c.metadata,  # the stored text, for SQLite's test of names (see json_text)
         *extra,
     )
     if since is not None:
@@ -85,9 +86,9 @@ def message_documents(
     return fenced(read).subquery(name)
 
 
-def is_subagent(doc) -> sa.ColumnElement[bool]:
-    """A message of kind ``subagent_task`` (AC-21)."""
-    return json_text(doc, "normalized", "kind") == SUBAGENT_KIND
+def is_subagent(doc, stored) -> sa.ColumnElement[bool]:
+    """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text."""
+    return json_text(doc, "normalized", "kind", stored=stored) == SUBAGENT_KIND
 
 
 def non_empty(column) -> sa.ColumnElement[bool]:
@@ -102,8 +103,12 @@ def identified(task_session_id, task_id, tool_call_id) -> sa.ColumnElement[bool]
 def is_source(docs: sa.Subquery) -> sa.ColumnElement[bool]:
     """The AC-21 source predicate over :func:`message_documents`."""
     return sa.and_(
-        is_subagent(docs.c.doc),
-        identified(docs.c.task_session_id, docs.c.task_id, json_text(docs.c.doc, "tool_call_id")),
+        is_subagent(docs.c.doc, docs.c.metadata),
+        identified(
+            docs.c.task_session_id,
+            docs.c.task_id,
+            json_text(docs.c.doc, "tool_call_id", stored=docs.c.metadata),
+        ),
     )
 
 
@@ -135,20 +140,20 @@ def subagent_messages(
     text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``
     keeps just the named columns (the rest are then never read)."""
     docs = message_documents(f"{name}_docs", since=since)
-    doc = docs.c.doc
+    doc, stored = docs.c.doc, docs.c.metadata
     columns = [
         *(docs.c[column] for column in _MESSAGE_COLUMNS),
-        json_text(doc, "tool_call_id").label("tool_call_id"),
-        json_filled_text(doc, "parent_tool_call_id").label("parent_tool_call_id"),
-        json_filled_text(doc, "status").label("tool_status"),
-        json_filled_text(doc, *_TASK, "status").label("agent_status"),
-        *(json_filled_text(doc, *_TASK, field).label(field) for field in TASK_TEXT),
-        json_flag(doc, *_TASK, "is_async").label("is_async"),
-        *(json_number(doc, *_TASK, m).label(m) for m in schema.METRIC_COLUMNS),
+        json_text(doc, "tool_call_id", stored=stored).label("tool_call_id"),
+        json_filled_text(doc, "parent_tool_call_id", stored=stored).label("parent_tool_call_id"),
+        json_filled_text(doc, "status", stored=stored).label("tool_status"),
+        json_filled_text(doc, *_TASK, "status", stored=stored).label("agent_status"),
+        *(json_filled_text(doc, *_TASK, f, stored=stored).label(f) for f in TASK_TEXT),
+        json_flag(doc, *_TASK, "is_async", stored=stored).label("is_async"),
+        *(json_number(doc, *_TASK, m, stored=stored).label(m) for m in schema.METRIC_COLUMNS),
     ]
     if only is not None:
         columns = [column for column in columns if column.name in only]
-    return sa.select(*columns).where(is_subagent(doc)).subquery(name)
+    return sa.select(*columns).where(is_subagent(doc, stored)).subquery(name)
 
 
 def qualifies(sm: sa.Subquery) -> sa.ColumnElement[bool]:
