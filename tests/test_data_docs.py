@@ -695,21 +695,3 @@ def test_a_second_check_compiles_no_page_template(sqlite_target, project, monkey
     monkeypatch.setattr(jinja2.Environment, "compile", counted)
     assert check(project, sqlite_target).docs_index
     assert [name for name in compiled if name != "<string>"] == []
-
-
-def test_the_chart_renderer_starts_in_the_background(monkeypatch):
-    """``check`` starts the chart engine before it reads the store; the overview's chart then
-    finds it started (its first drawing costs about a second)."""
-    import threading
-
-    import vl_convert
-
-    from kandev_dq.report import timeline_chart
-
-    drawn: list[dict] = []
-    monkeypatch.setattr(vl_convert, "vegalite_to_svg", lambda spec: drawn.append(spec) or "")
-    timeline_chart.start_renderer()
-    for thread in threading.enumerate():
-        if thread.name == "chart-renderer-start":
-            thread.join(timeout=30)
-    assert drawn and drawn[0]["mark"] == "point"

@@ -267,10 +267,7 @@ def check(
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     _errors_as_json(output is CheckFormat.json)
     folder = _checked_inputs(project, store, checkpoint)
-    from kandev_dq.report.timeline_chart import start_renderer
     from kandev_dq.run.check import run_check, verdict_line
-
-    start_renderer()  # the docs' chart engine starts while the store is read
 
     report = run_check(
         folder,
@@ -333,10 +330,7 @@ def audit(
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
     folder = _checked_inputs(project, store, "pre_release")
     from kandev_dq.report.audit import run_audit
-    from kandev_dq.report.timeline_chart import start_renderer
     from kandev_dq.run.check import verdict_line
-
-    start_renderer()
 
     done = run_audit(
         folder,

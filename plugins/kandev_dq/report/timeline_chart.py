@@ -15,8 +15,6 @@ The series come from one function, :func:`kandev_dq.report.history.timeline`, wh
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Any
 
 from kandev_dq.report.history import SEVERITIES, Timeline
@@ -145,27 +143,3 @@ def timeline_svg(series: Timeline) -> str:
 
     svg = vl_convert.vegalite_to_svg(timeline_spec(series))
     return svg[svg.index("<svg") :]  # no XML declaration inside an HTML page
-
-
-#: The smallest chart: drawing it starts vl-convert's embedded engine.
-_FIRST_CHART = {
-    "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
-    "data": {"values": [{"run": 1}]},
-    "mark": "point",
-    "encoding": {"x": {"field": "run", "type": "quantitative"}},
-}
-
-
-def start_renderer() -> None:
-    """Start vl-convert's engine in the background while the store is read: its first chart
-    costs about a second of start-up, and it holds no lock Python needs meanwhile. The
-    overview's chart then finds it ready; should this fail, that chart reports the error."""
-
-    def draw_first_chart() -> None:
-        import vl_convert
-
-        # Only a head start: the real chart reports whatever fails here.
-        with contextlib.suppress(Exception):
-            vl_convert.vegalite_to_svg(_FIRST_CHART)
-
-    threading.Thread(target=draw_first_chart, name="chart-renderer-start", daemon=True).start()
