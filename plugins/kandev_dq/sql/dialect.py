@@ -703,17 +703,17 @@ class repeated_member(FunctionElement):  # noqa: N801
     JSON leaves repeated names open (RFC 8259); kandev-dq reads the last one on both dialects
     (``docs/interpretations.md``) and names such messages (AC-23b, AC-19). Names are compared
     decoded. ``doc`` is a :class:`metadata_doc` built ``as_text``. One text test over every name
-    of ``paths`` decides which documents are parsed and walked; it reads ``text``, the stored
-    metadata the document comes from (an unreadable one is read as ``{}``, which repeats
+    of ``paths`` decides which documents are parsed and walked; it reads ``stored``, the
+    metadata text the document comes from (an unreadable one is read as ``{}``, which repeats
     nothing), so that the test does not rebuild the document once per name.
     """
 
     inherit_cache = True
     type = sa.Boolean()
 
-    def __init__(self, doc, text, *paths: tuple[str, ...]):
+    def __init__(self, doc, stored, *paths: tuple[str, ...]):
         self.paths = tuple(tuple(path) for path in paths)
-        super().__init__(doc, text)
+        super().__init__(doc, stored)
 
     _traverse_internals = FunctionElement._traverse_internals + [
         ("paths", InternalTraversal.dp_plain_obj)
@@ -733,14 +733,14 @@ def _named_members(paths: tuple[tuple[str, ...], ...]) -> dict[tuple[str, ...], 
 
 @compiles(repeated_member, "sqlite")
 def _repeated_sqlite(element, compiler, **kw):
-    doc, text = (compiler.process(clause, **kw) for clause in element.clauses)
+    doc, stored = (compiler.process(clause, **kw) for clause in element.clauses)
     counts = " OR ".join(
         f"(SELECT count(*) FROM json_each({_sqlite_object(doc, steps)}) AS kandev_named "
         f"WHERE kandev_named.key = {_quoted(name)}) > 1"
         for steps, names in _named_members(element.paths).items()
         for name in names
     )
-    may_repeat = _may_repeat(text, element.paths, "sqlite")
+    may_repeat = _may_repeat(stored, element.paths, "sqlite")
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE 0 END)"
 
 
@@ -749,7 +749,7 @@ def _repeated_postgresql(element, compiler, **kw):
     # ``json`` keeps every member; its path operators take the last of repeated names, as
     # ``jsonb`` does, and json_each lists every member, names decoded. Only an object may be
     # listed (json_each raises else). Parsed only when the text test lets the document through.
-    document, text = (compiler.process(clause, **kw) for clause in element.clauses)
+    document, stored = (compiler.process(clause, **kw) for clause in element.clauses)
     doc = f"({document})::json"
     counts = " OR ".join(
         f"(CASE WHEN json_typeof({_pg_object(doc, steps)}) = 'object' THEN "
@@ -759,7 +759,7 @@ def _repeated_postgresql(element, compiler, **kw):
         for name in names
     )
     percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
-    may_repeat = _may_repeat(text, element.paths, "postgresql", percent)
+    may_repeat = _may_repeat(stored, element.paths, "postgresql", percent)
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
 
 
