@@ -6,9 +6,10 @@ For each dialect and scale, in this order:
 2. ``--repeat`` times, on two fresh identical copies: the floor backfill (BEGIN, MAX,
    INSERT … SELECT, COMMIT) and ``migrate.run`` (which also checks the rows agree);
 3. on the last migrated copy, live traffic (``sample.append_live_traffic``, 10 subagent
-   messages per scale unit), then ``--repeat`` rounds of: the floor facts and kandev-dq's
-   facts in process, for each checkpoint; GX's import + ``get_context`` as a process; and
-   ``kandev-dq check --format json`` as a process, on a project with no run history;
+   messages per scale unit, written between the capture key and the bench's clock), then
+   ``--repeat`` rounds of: the floor facts and kandev-dq's facts in process, for each
+   checkpoint; GX's import + ``get_context`` as a process; and ``kandev-dq check --format
+   json`` as a process, on a project with no run history;
 4. one more, untimed run of kandev-dq's facts for each checkpoint that keeps every statement's
    query plan (SQLite ``EXPLAIN QUERY PLAN``; PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)`` in the
    same snapshot) in ``WORK/plans/<dialect>-<scale>-<checkpoint>.txt``, named in the results;
@@ -132,7 +133,9 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
     say(f"{dialect} scale {scale}: live traffic ({result['live']} subagent messages)")
     engine = migrated.engine()
     try:
-        sample.append_live_traffic(engine, count=result["live"], seed=1)
+        # Bounded by the clock: unbounded, 40,000 messages a few seconds apart run more than
+        # a day past it, which the timestamp-range rule rightly flags (CONTRACT §1).
+        sample.append_live_traffic(engine, count=result["live"], seed=1, until=datetime.now(UTC))
     finally:
         engine.dispose()
     stores.analyze(migrated)
