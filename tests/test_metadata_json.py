@@ -11,12 +11,14 @@ import sqlalchemy as sa
 
 from kandev_dq.sql.dialect import (
     JSON_MAX_DEPTH,
+    exact_walk_needed,
     json_filled_text,
     json_flag,
     json_number,
     json_text,
     metadata_doc,
     metadata_too_deep,
+    once_per_row,
     repeated_member,
 )
 from kandev_dq.sql.messages import is_unreadable_json
@@ -30,34 +32,48 @@ _PLAIN = (
     '"subagent_task": {"status": "async_launched", "total_tokens": 12, "is_async": true}}}'
 )
 _READ = ("toolu_9", "completed", "subagent_task", "async_launched", 12, 1)
+_TOP_STATUS_TWICE = _PLAIN.replace('"status": "completed"', '"status": "a", "status": "completed"')
+_TOP_STATUS_TWICE = _TOP_STATUS_TWICE.replace('"status": "async_launched", ', "")
+_NESTED_STATUS_TWICE = _PLAIN.replace('"status": "completed", ', "").replace(
+    '"status": "async_launched"', '"status": "a", "status": "async_launched"'
+)
 
 
-def _read(engine, document: str) -> tuple:
+_READS = (
+    (json_text, ("tool_call_id",)),
+    (json_text, ("status",)),
+    (json_text, ("normalized", "kind")),
+    (json_text, (*_TASK, "status")),
+    (json_number, (*_TASK, "total_tokens")),
+    (json_flag, (*_TASK, "is_async")),
+)
+
+
+def _read(engine, document: str, tested_once: bool = False) -> tuple:
+    """The fields of ``_READS``, each testing its own names, or (``tested_once``) all of them
+    taking one test of the document's names made once for the row."""
     _meta.create_all(engine)
     with engine.begin() as conn:
         conn.execute(docs.delete())
         conn.execute(docs.insert().values(id="m1", doc=document))
         doc = metadata_doc(docs.c.doc)
-        row = conn.execute(
-            sa.select(
-                json_text(doc, "tool_call_id"),
-                json_text(doc, "status"),
-                json_text(doc, "normalized", "kind"),
-                json_text(doc, *_TASK, "status"),
-                json_number(doc, *_TASK, "total_tokens"),
-                json_flag(doc, *_TASK, "is_async"),
-            )
-        ).one()
+        source, test = docs, {"stored": docs.c.doc}
+        if tested_once:
+            walk = once_per_row(exact_walk_needed(doc, docs.c.doc, *(p for _, p in _READS)), "walk")
+            source, test = docs.join(walk, sa.true()), {"exact": walk.c.value}
+        columns = [read(doc, *path, **test) for read, path in _READS]
+        row = conn.execute(sa.select(*columns).select_from(source)).one()
     return tuple(int(v) if v is not None and not isinstance(v, str) else v for v in row)
 
 
-def _repeats(engine, document: str, *paths: tuple[str, ...]) -> bool:
+def _repeats(engine, document: str, *paths: tuple[str, ...], mentioning: str | None = None) -> bool:
     _meta.create_all(engine)
     with engine.begin() as conn:
         conn.execute(docs.delete())
         conn.execute(docs.insert().values(id="m1", doc=document))
         doc = metadata_doc(docs.c.doc, as_text=True)
-        return bool(conn.execute(sa.select(repeated_member(doc, docs.c.doc, *paths))).scalar_one())
+        repeated = repeated_member(doc, docs.c.doc, *paths, mentioning=mentioning)
+        return bool(conn.execute(sa.select(repeated)).scalar_one())
 
 
 @pytest.mark.parametrize(
@@ -96,9 +112,10 @@ def test_filled_text_reads_empty_text_as_null(target, document, expected):
         ('"is_async"', r'"is\u005fasync"'),
     ],
 )
-def test_escaped_member_names_read_as_their_plain_form(target, plain, escaped):
+@pytest.mark.parametrize("tested_once", [False, True])
+def test_escaped_member_names_read_as_their_plain_form(target, plain, escaped, tested_once):
     assert _PLAIN.count(plain) == 1
-    assert _read(target.engine, _PLAIN.replace(plain, escaped)) == _READ
+    assert _read(target.engine, _PLAIN.replace(plain, escaped), tested_once) == _READ
 
 
 @pytest.mark.parametrize(
@@ -142,10 +159,15 @@ def test_escaped_member_names_read_as_their_plain_form(target, plain, escaped):
             _PLAIN.replace('"is_async": true', '"is_async": true, "is_async": false'),
             (*_READ[:5], 0),
         ),
+        # A name read in two objects, repeated in one of them and absent from the other: as
+        # often written as in a well-formed document, yet repeated.
+        (_TOP_STATUS_TWICE, (*_READ[:3], None, *_READ[4:])),
+        (_NESTED_STATUS_TWICE, (_READ[0], None, *_READ[2:])),
     ],
 )
-def test_repeated_member_names_read_as_the_last_one(target, document, expected):
-    assert _read(target.engine, document) == expected
+@pytest.mark.parametrize("tested_once", [False, True])
+def test_repeated_member_names_read_as_the_last_one(target, document, expected, tested_once):
+    assert _read(target.engine, document, tested_once) == expected
 
 
 @pytest.mark.parametrize(
@@ -165,6 +187,8 @@ def test_repeated_member_names_read_as_the_last_one(target, document, expected):
         (_PLAIN.replace('"kind": "subagent_task"', '"kind": "x", "kind": "subagent_task"'), True),
         (_PLAIN.replace('"is_async": true', '"is_async": true, "is_async": true'), True),
         (_PLAIN.replace('"status": "async_launched"', '"status": "a", "status": "b"'), True),
+        (_TOP_STATUS_TWICE, True),
+        (_NESTED_STATUS_TWICE, True),
         # Only the objects the reading walks: a name repeated elsewhere changes no verdict.
         (_PLAIN[:-1] + ', "other": {"kind": 1, "kind": 2}}', False),
         (
@@ -182,6 +206,22 @@ def test_repeated_member_names_are_found_along_the_read_paths(target, document, 
         (*_TASK, "is_async"),
     )
     assert _repeats(target.engine, document, *paths) is repeated
+
+
+@pytest.mark.parametrize(
+    ("document", "repeated"),
+    [
+        # A tool call's status is never read: only a subagent message's fields are.
+        ('{"status": "a", "status": "b", "normalized": {"kind": "read_file"}}', False),
+        ('{"status": "a", "status": "b", "normalized": {"kind": "subagent_task"}}', True),
+        (r'{"status": "a", "status": "b", "normalized": {"kind": "subagent_\u0074ask"}}', True),
+    ],
+)
+def test_field_names_are_tested_only_where_the_kind_may_be_subagent_task(
+    target, document, repeated
+):
+    """AC-23b, AC-19: a name repeated where no rule reads it changes no verdict."""
+    assert _repeats(target.engine, document, ("status",), mentioning="subagent_task") is repeated
 
 
 def _nested(depth: int) -> str:

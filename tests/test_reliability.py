@@ -483,6 +483,27 @@ def test_the_stored_text_rules_read_each_table_once(target):
     assert len(scans(schema.SUBAGENTS)) == 1
 
 
+def test_repeated_names_are_named_where_the_rules_read_them(target):
+    """AC-23b, AC-19: the kind is read in every message, the fields only in a message whose
+    kind may be ``subagent_task``; a name repeated where no rule reads it is not named."""
+    from kandev_dq.facts.stored_text import stored_text_facts
+
+    tool_call = '{"status": "a", "status": "b", "normalized": {"kind": "read_file"}}'
+    target.create_base(subagents=None)
+    with target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "tool-status-twice", tool_call, created_at=at(1))
+        add_message(conn, "kind-twice", tool_call.replace('"kind"', '"kind": "x", "kind"'))
+        add_message(conn, "subagent-status-twice", tool_call.replace("read_file", "subagent_task"))
+    opened = open_store(target.url)
+    try:
+        facts = facts_for(opened.engine, "stored_text", stored_text_facts)
+    finally:
+        opened.dispose()
+    named = [row["id"] for row in facts["repeated_names"]["sample"]]
+    assert named == ["kind-twice", "subagent-status-twice"]
+
+
 def test_the_backfill_skips_metadata_that_is_not_json(target):
     """The runner reads such rows as ``{}`` too (skipped as non-subagent messages), on both
     dialects, in the dry run and the real run, and reports them."""

@@ -71,9 +71,10 @@ class ExpectMessageMetadataMemberNamesToBeUnique(KandevExpectation):
     "tool_call_id": "b"}`` may mean either. Both dialects read the last one
     (``docs/interpretations.md``), so every rule classifies the message the same way on SQLite
     and PostgreSQL (AC-19); but a writer that repeats a name may have meant the first, so such
-    messages are named. Checked along every member path the subagent reading takes (the
-    AC-21 predicate, the kind, the row's fields), names compared decoded. A **warning**: the
-    verdicts hold under the decided reading.
+    messages are named. Checked along every member path the subagent reading takes: the kind
+    in every message, the AC-21 predicate's and the row's fields in every message whose kind
+    may be ``subagent_task`` (no other message's fields are read); names compared decoded. A
+    **warning**: the verdicts hold under the decided reading.
     """
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING

@@ -440,16 +440,23 @@ class _JsonPath(FunctionElement):
     """A reading of ``path`` in the document ``doc`` (a :class:`metadata_doc`). ``stored``, the
     metadata text the document was built from, is what SQLite's test for escaped or repeated
     names reads: ``doc`` itself would be rebuilt for each of its patterns. An unreadable text
-    is read as ``{}``, where both readings agree, so the test may pass it either way."""
+    is read as ``{}``, where both readings agree, so the test may pass it either way.
+
+    ``exact`` instead is that test already made for the row (:class:`exact_walk_needed` over
+    this path among others, read through :func:`once_per_row`): a reader of many fields then
+    tests each document once, not once per field."""
 
     inherit_cache = True
 
-    def __init__(self, doc, *path: str, stored=None):
+    def __init__(self, doc, *path: str, stored=None, exact=None):
         self.path = tuple(path)
-        super().__init__(*((doc,) if stored is None else (doc, stored)))
+        self.tested = exact is not None
+        test = exact if exact is not None else stored
+        super().__init__(*((doc,) if test is None else (doc, test)))
 
     _traverse_internals = FunctionElement._traverse_internals + [
-        ("path", InternalTraversal.dp_plain_obj)
+        ("path", InternalTraversal.dp_plain_obj),
+        ("tested", InternalTraversal.dp_plain_obj),
     ]
 
 
@@ -511,9 +518,16 @@ def _quoted(text: str) -> str:
 #: is read at two levels, and ``"subagent_task"`` is both a member name and the kind's value.
 #: Only a cost hint: a document with more occurrences just takes the exact walk.
 _WELL_FORMED_OCCURRENCES = {"status": 2, "subagent_task": 2}
+#: The names read in two objects, with those objects (the steps reaching each): a well-formed
+#: document writes such a name once in each, and two occurrences may instead be one object's
+#: repeated member. When both objects hold the name, two occurrences are one in each.
+#: (``"subagent_task"`` twice is its name and the kind: a repeated member makes three.)
+_READ_IN_TWO_OBJECTS = {"status": ((), ("normalized", "subagent_task"))}
 
 
-def _needs_exact(text: str, path: tuple[str, ...], dialect: str, percent: str = "%") -> str:
+def _needs_exact(
+    text: str, doc: str, path: tuple[str, ...], dialect: str, percent: str = "%"
+) -> str:
     """True when a document's text may hold an escaped or a repeated name of ``path``.
 
     Any escaped spelling of a plain name needs ``\\u``; a repeated name shows its quoted text
@@ -521,8 +535,9 @@ def _needs_exact(text: str, path: tuple[str, ...], dialect: str, percent: str = 
     allowed finds it without allocating (this runs over every message's document): GLOB on
     SQLite, LIKE on PostgreSQL (where counting with ``replace`` copied each document per name).
     ``percent`` is how the statement spells LIKE's ``%`` (doubled for a ``format`` driver).
+    ``doc`` is the document ``text`` reads as (see :data:`_READ_IN_TWO_OBJECTS`).
     """
-    repeated = [_repeated_text(text, name, dialect, percent) for name in dict.fromkeys(path)]
+    repeated = [_repeated_text(text, doc, name, dialect, percent) for name in dict.fromkeys(path)]
     return "(" + " OR ".join([_escaped_text(text, dialect), *repeated]) + ")"
 
 
@@ -539,17 +554,38 @@ def _occurs(text: str, name: str, times: int, dialect: str, percent: str) -> str
     return f"{text} LIKE {_quoted('%' + (literal + '%') * times).replace('%', percent)}"
 
 
-def _repeated_text(text: str, name: str, dialect: str, percent: str) -> str:
-    return _occurs(text, name, _WELL_FORMED_OCCURRENCES.get(name, 1) + 1, dialect, percent)
+def _repeated_text(text: str, doc: str, name: str, dialect: str, percent: str) -> str:
+    usual = _WELL_FORMED_OCCURRENCES.get(name, 1)
+    more = _occurs(text, name, usual + 1, dialect, percent)
+    if name not in _READ_IN_TWO_OBJECTS:
+        return more
+    absent = " OR ".join(
+        _member_absent(doc, (*steps, name), dialect) for steps in _READ_IN_TWO_OBJECTS[name]
+    )
+    return f"({more} OR ({_occurs(text, name, usual, dialect, percent)} AND ({absent})))"
+
+
+def _member_absent(doc: str, path: tuple[str, ...], dialect: str) -> str:
+    """No member at ``path``, read plainly (a name along it that is escaped or repeated
+    already sends the document to the exact walk). A JSON ``null`` is a member."""
+    if dialect == "sqlite":
+        return f"json_type({doc}, {_sqlite_path(path)}) IS NULL"
+    return f"({doc} #> {_pg_path(path)}) IS NULL"
 
 
 def _may_repeat(
-    text: str, paths: tuple[tuple[str, ...], ...], dialect: str, percent: str = "%"
+    text: str,
+    doc: str,
+    paths: tuple[tuple[str, ...], ...],
+    dialect: str,
+    percent: str = "%",
+    mentioning: str | None = None,
 ) -> str:
     """:func:`_needs_exact` over every name of ``paths``, each object's names tested only in a
     text that names the object: a member of ``normalized.subagent_task`` can repeat only where
     ``"subagent_task"`` is written (an escaped spelling is caught by the ``\\u`` test). Most
-    messages are not subagent messages, and skip most patterns."""
+    messages are not subagent messages, and skip most patterns. With ``mentioning``, no name
+    is tested in a text that does not write that JSON string (nor any escape)."""
     tested: set[str] = set()
     groups = []
     for steps, names in _named_members(paths).items():
@@ -557,11 +593,14 @@ def _may_repeat(
         tested.update(fresh)
         if not fresh:
             continue
-        repeated = " OR ".join(_repeated_text(text, name, dialect, percent) for name in fresh)
+        repeated = " OR ".join(_repeated_text(text, doc, name, dialect, percent) for name in fresh)
         if steps:
             repeated = f"{_occurs(text, steps[-1], 1, dialect, percent)} AND ({repeated})"
         groups.append(f"({repeated})")
-    return "(" + " OR ".join([_escaped_text(text, dialect), *groups]) + ")"
+    names = " OR ".join(groups)
+    if mentioning is not None:
+        names = f"{_occurs(text, mentioning, 1, dialect, percent)} AND ({names})"
+    return f"({_escaped_text(text, dialect)} OR ({names}))"
 
 
 def _sqlite_object(doc: str, steps: tuple[str, ...]) -> str:
@@ -589,11 +628,12 @@ def _sqlite_read(element, compiler, fast: str, exact_read: str, **kw) -> str:
     """``fast`` (a path lookup over ``{doc}`` and ``{p}``) for the common document, else the
     same reading as ``exact_read`` over the last member reached with decoded names."""
     clauses = [compiler.process(clause, **kw) for clause in element.clauses]
-    doc, stored = clauses[0], clauses[-1]
+    doc, test = clauses[0], clauses[-1]
     path = element.path
     exact = _sqlite_member(_sqlite_object(doc, path[:-1]), path[-1], exact_read, len(path))
+    needs_exact = test if element.tested else _needs_exact(test, doc, path, "sqlite")
     return (
-        f"(CASE WHEN {_needs_exact(stored, path, 'sqlite')} THEN {exact} "
+        f"(CASE WHEN {needs_exact} THEN {exact} "
         f"ELSE {fast.format(doc=doc, p=_sqlite_path(path))} END)"
     )
 
@@ -697,16 +737,10 @@ def _flag_postgresql(element, compiler, **kw):
     )
 
 
-class repeated_member(FunctionElement):  # noqa: N801
-    """True when an object along one of ``paths`` holds that path's member name more than once.
-
-    JSON leaves repeated names open (RFC 8259); kandev-dq reads the last one on both dialects
-    (``docs/interpretations.md``) and names such messages (AC-23b, AC-19). Names are compared
-    decoded. ``doc`` is a :class:`metadata_doc` built ``as_text``. One text test over every name
-    of ``paths`` decides which documents are parsed and walked; it reads ``stored``, the
-    metadata text the document comes from (an unreadable one is read as ``{}``, which repeats
-    nothing), so that the test does not rebuild the document once per name.
-    """
+class exact_walk_needed(FunctionElement):  # noqa: N801
+    """True when the metadata text ``stored`` (read as the document ``doc``) may hold an escaped
+    or a repeated name along one of ``paths``: the test of :class:`json_text` and its kin, made
+    once for all of them."""
 
     inherit_cache = True
     type = sa.Boolean()
@@ -717,6 +751,66 @@ class repeated_member(FunctionElement):  # noqa: N801
 
     _traverse_internals = FunctionElement._traverse_internals + [
         ("paths", InternalTraversal.dp_plain_obj)
+    ]
+
+
+@compiles(exact_walk_needed, "sqlite")
+def _exact_walk_needed_sqlite(element, compiler, **kw):
+    doc, stored = (compiler.process(clause, **kw) for clause in element.clauses)
+    return _may_repeat(stored, doc, element.paths, "sqlite")
+
+
+class _one_row(FunctionElement):  # noqa: N801
+    """A one-row table whose ``value`` is its argument, evaluated once per row joined to it."""
+
+    inherit_cache = True
+
+
+@compiles(_one_row, "sqlite")
+def _one_row_sqlite(element, compiler, **kw):
+    # SQLite has no LATERAL, and a flattened subquery's expression is evaluated again at each
+    # reference; a table-valued function takes correlated arguments and runs once per row.
+    return f"json_each(json_array({compiler.process(element.clauses, **kw)}))"
+
+
+@compiles(_one_row, "postgresql")
+def _one_row_postgresql(element, compiler, **kw):
+    # PostgreSQL's readers need no text test (its path operators read names exactly): the
+    # value is never read, and never computed.
+    return "(SELECT NULL::boolean AS value)"
+
+
+def once_per_row(condition, name: str) -> sa.TableValuedAlias:
+    """``condition`` as the ``value`` column of a one-row table named ``name``: joined to a
+    row (``ON true``), SQLite evaluates it once for that row however often it is read."""
+    return _one_row(condition).table_valued("value").alias(name)
+
+
+class repeated_member(FunctionElement):  # noqa: N801
+    """True when an object along one of ``paths`` holds that path's member name more than once.
+
+    JSON leaves repeated names open (RFC 8259); kandev-dq reads the last one on both dialects
+    (``docs/interpretations.md``) and names such messages (AC-23b, AC-19). Names are compared
+    decoded. ``doc`` is a :class:`metadata_doc` built ``as_text``. One text test over every name
+    of ``paths`` decides which documents are parsed and walked; it reads ``stored``, the
+    metadata text the document comes from (an unreadable one is read as ``{}``, which repeats
+    nothing), so that the test does not rebuild the document once per name.
+
+    With ``mentioning`` (a string value), only messages whose text writes that JSON string (or
+    any escape) are tested: the names of ``paths`` are read only in messages holding it.
+    """
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+    def __init__(self, doc, stored, *paths: tuple[str, ...], mentioning: str | None = None):
+        self.paths = tuple(tuple(path) for path in paths)
+        self.mentioning = mentioning
+        super().__init__(doc, stored)
+
+    _traverse_internals = FunctionElement._traverse_internals + [
+        ("paths", InternalTraversal.dp_plain_obj),
+        ("mentioning", InternalTraversal.dp_plain_obj),
     ]
 
 
@@ -740,7 +834,7 @@ def _repeated_sqlite(element, compiler, **kw):
         for steps, names in _named_members(element.paths).items()
         for name in names
     )
-    may_repeat = _may_repeat(stored, element.paths, "sqlite")
+    may_repeat = _may_repeat(stored, doc, element.paths, "sqlite", mentioning=element.mentioning)
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE 0 END)"
 
 
@@ -759,7 +853,7 @@ def _repeated_postgresql(element, compiler, **kw):
         for name in names
     )
     percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
-    may_repeat = _may_repeat(stored, element.paths, "postgresql", percent)
+    may_repeat = _may_repeat(stored, doc, element.paths, "postgresql", percent, element.mentioning)
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
 
 

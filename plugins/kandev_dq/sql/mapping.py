@@ -26,10 +26,12 @@ from kandev_dq.contract import tables as schema
 from kandev_dq.sql.dialect import (
     at_or_after,
     before,
+    exact_walk_needed,
     json_filled_text,
     json_flag,
     json_number,
     json_text,
+    once_per_row,
     utc_instant,
 )
 from kandev_dq.sql.messages import message_doc
@@ -39,15 +41,23 @@ SUBAGENT_KIND = "subagent_task"
 _TASK = ("normalized", "subagent_task")
 #: Text fields copied from the subagent document, in column order.
 TASK_TEXT = ("subagent_type", "description", "agent_id", "child_session_id", "model")
-#: Every member path the subagent reading takes (:func:`subagent_messages`): a name repeated
-#: along one of them changes what the rules and the backfill read (AC-21, AC-23b).
-READ_PATHS: tuple[tuple[str, ...], ...] = (
-    ("tool_call_id",),
-    ("parent_tool_call_id",),
-    ("status",),
-    ("normalized", "kind"),
-    *((*_TASK, name) for name in ("status", *TASK_TEXT, "is_async", *schema.METRIC_COLUMNS)),
+_KIND = ("normalized", "kind")
+#: Each metadata field the subagent reading takes as a column (AC-23b, §2): its column name,
+#: its reader and its member path, in column order.
+_FIELD_READS = (
+    ("tool_call_id", json_text, ("tool_call_id",)),
+    ("parent_tool_call_id", json_filled_text, ("parent_tool_call_id",)),
+    ("tool_status", json_filled_text, ("status",)),
+    ("agent_status", json_filled_text, (*_TASK, "status")),
+    *((name, json_filled_text, (*_TASK, name)) for name in TASK_TEXT),
+    ("is_async", json_flag, (*_TASK, "is_async")),
+    *((name, json_number, (*_TASK, name)) for name in schema.METRIC_COLUMNS),
 )
+#: The member paths the subagent reading takes (:func:`subagent_messages`): a name repeated
+#: along one of them changes what the rules and the backfill read (AC-21, AC-23b). The kind
+#: is read in every message; the fields only in messages of kind ``subagent_task``.
+KIND_PATH: tuple[str, ...] = _KIND
+FIELD_PATHS: tuple[tuple[str, ...], ...] = tuple(path for _, _, path in _FIELD_READS)
 #: A metric beyond what an INTEGER column holds on PostgreSQL is not stored (on both dialects,
 #: so that they agree, AC-19); no real count comes near it.
 INTEGER_MAX = 2_147_483_647
@@ -88,7 +98,7 @@ def message_documents(
 
 def is_subagent(doc, stored) -> sa.ColumnElement[bool]:
     """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text."""
-    return json_text(doc, "normalized", "kind", stored=stored) == SUBAGENT_KIND
+    return json_text(doc, *_KIND, stored=stored) == SUBAGENT_KIND
 
 
 def non_empty(column) -> sa.ColumnElement[bool]:
@@ -115,16 +125,7 @@ def is_source(docs: sa.Subquery) -> sa.ColumnElement[bool]:
 #: The columns :func:`subagent_messages` reads besides the metadata fields, in order.
 _MESSAGE_COLUMNS = ("id", "task_session_id", "task_id", "turn_id", "created_at", "updated_at")
 #: Every column :func:`subagent_messages` reads, in order.
-_FIELDS = (
-    *_MESSAGE_COLUMNS,
-    "tool_call_id",
-    "parent_tool_call_id",
-    "tool_status",
-    "agent_status",
-    *TASK_TEXT,
-    "is_async",
-    *schema.METRIC_COLUMNS,
-)
+_FIELDS = (*_MESSAGE_COLUMNS, *(name for name, _, _ in _FIELD_READS))
 #: The text fields whose size nothing bounds (a description may be megabytes; the statuses
 #: and ids are compared and joined on, and read everywhere).
 UNBOUNDED_TEXT = ("parent_tool_call_id", *TASK_TEXT)
@@ -135,25 +136,30 @@ def subagent_messages(
     *,
     since: sa.BindParameter | None = None,
     only: tuple[str, ...] | None = None,
+    reads_most_fields: bool = False,
 ) -> sa.Subquery:
     """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b), every
     text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``
-    keeps just the named columns (the rest are then never read)."""
+    keeps just the named columns (the rest are then never read).
+
+    SQLite tests each field's member names for escapes and repeats as the field is read. A
+    caller reading most fields sets ``reads_most_fields``: each message's names are then tested
+    once, in a one-row table joined to it (:func:`~kandev_dq.sql.dialect.once_per_row`), which
+    costs a little even when no field is read, and keeps the subquery from being flattened into
+    the right side of a LEFT JOIN."""
     docs = message_documents(f"{name}_docs", since=since)
     doc, stored = docs.c.doc, docs.c.metadata
+    reads = [read for read in _FIELD_READS if only is None or read[0] in only]
+    source, test = docs, {"stored": stored}
+    if reads_most_fields:
+        paths = [path for _, _, path in reads]
+        walk = once_per_row(exact_walk_needed(doc, stored, *paths), f"{name}_walk")
+        source, test = docs.join(walk, sa.true()), {"exact": walk.c.value}
     columns = [
-        *(docs.c[column] for column in _MESSAGE_COLUMNS),
-        json_text(doc, "tool_call_id", stored=stored).label("tool_call_id"),
-        json_filled_text(doc, "parent_tool_call_id", stored=stored).label("parent_tool_call_id"),
-        json_filled_text(doc, "status", stored=stored).label("tool_status"),
-        json_filled_text(doc, *_TASK, "status", stored=stored).label("agent_status"),
-        *(json_filled_text(doc, *_TASK, f, stored=stored).label(f) for f in TASK_TEXT),
-        json_flag(doc, *_TASK, "is_async", stored=stored).label("is_async"),
-        *(json_number(doc, *_TASK, m, stored=stored).label(m) for m in schema.METRIC_COLUMNS),
+        *(docs.c[column] for column in _MESSAGE_COLUMNS if only is None or column in only),
+        *(read(doc, *path, **test).label(column) for column, read, path in reads),
     ]
-    if only is not None:
-        columns = [column for column in columns if column.name in only]
-    return sa.select(*columns).where(is_subagent(doc, stored)).subquery(name)
+    return sa.select(*columns).select_from(source).where(is_subagent(doc, stored)).subquery(name)
 
 
 def qualifies(sm: sa.Subquery) -> sa.ColumnElement[bool]:
@@ -194,7 +200,7 @@ def winners(
     ranked = sa.select(keyed.c.id, rank.label("rank")).where(qualifies(keyed), *existed)
     ranked = ranked.subquery("ranked_ids")
     bounded = tuple(name for name in _FIELDS if name not in UNBOUNDED_TEXT)
-    sm = subagent_messages("msg", only=None if texts else bounded)
+    sm = subagent_messages("msg", only=None if texts else bounded, reads_most_fields=True)
     return (
         sa.select(sm, ranked.c.rank)
         .join_from(sm, ranked, ranked.c.id == sm.c.id)
