@@ -182,25 +182,33 @@ def winners(
     ones a backfill that ran before that instant could have read (AC-21b, AC-22). Without
     ``texts`` the :data:`UNBOUNDED_TEXT` fields are left out (see :func:`backfill_select`).
 
-    The window sorts ids and keys only; each message's fields are read after it, by id, so no
-    value of unbounded size passes through the sort (one 50 MB description held there cost
-    SQLite several copies of it).
+    The messages are read once, ranked with their fields, except on SQLite with ``texts``:
+    there the window sorts ids and keys only and each message's fields are read after it, by
+    id, so that no value of unbounded size passes through the sort (one 50 MB description held
+    there cost SQLite several copies of it). PostgreSQL sorts on the server, spilling to disk.
     """
+
+    def ranked_by_recency(read: sa.Subquery, *columns) -> sa.Select:
+        rank = sa.func.row_number().over(
+            partition_by=(read.c.task_session_id, read.c.tool_call_id),
+            order_by=(
+                utc_instant(read.c.created_at).desc(),
+                _id_order(read.c.id, dialect_name).desc(),
+            ),
+        )
+        existed = [before(read.c.created_at, created_before)] if created_before is not None else []
+        return sa.select(*columns, rank.label("rank")).where(qualifies(read), *existed)
+
+    bounded = tuple(name for name in _FIELDS if name not in UNBOUNDED_TEXT)
+    only = None if texts else bounded
+    if dialect_name != "sqlite" or not texts:
+        sm = subagent_messages("msg", only=only, reads_most_fields=True)
+        return ranked_by_recency(sm, sm).subquery("ranked")
     keyed = subagent_messages(
         "keyed", only=("id", "task_session_id", "task_id", "created_at", "tool_call_id")
     )
-    rank = sa.func.row_number().over(
-        partition_by=(keyed.c.task_session_id, keyed.c.tool_call_id),
-        order_by=(
-            utc_instant(keyed.c.created_at).desc(),
-            _id_order(keyed.c.id, dialect_name).desc(),
-        ),
-    )
-    existed = [before(keyed.c.created_at, created_before)] if created_before is not None else []
-    ranked = sa.select(keyed.c.id, rank.label("rank")).where(qualifies(keyed), *existed)
-    ranked = ranked.subquery("ranked_ids")
-    bounded = tuple(name for name in _FIELDS if name not in UNBOUNDED_TEXT)
-    sm = subagent_messages("msg", only=None if texts else bounded, reads_most_fields=True)
+    ranked = ranked_by_recency(keyed, keyed.c.id).subquery("ranked_ids")
+    sm = subagent_messages("msg", only=only, reads_most_fields=True)
     return (
         sa.select(sm, ranked.c.rank)
         .join_from(sm, ranked, ranked.c.id == sm.c.id)
