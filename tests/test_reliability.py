@@ -504,6 +504,22 @@ def test_repeated_names_are_named_where_the_rules_read_them(target):
     assert named == ["kind-twice", "subagent-status-twice"]
 
 
+def test_a_kind_spelled_with_escapes_is_still_a_subagent_message(target):
+    """AC-21, AC-19: the text test that spares most messages a parse lets every spelling of the
+    kind through."""
+    from kandev_dq.sql.mapping import subagent_messages
+
+    raw = json.dumps(subagent_metadata("tc-escaped"))
+    assert raw.count("subagent_task") == 2
+    target.create_base(subagents=None)
+    with target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "escaped", raw.replace("subagent_task", "subagent_\\u0074ask"))
+        sm = subagent_messages()
+        read = conn.execute(sa.select(sm.c.id, sm.c.tool_call_id)).all()
+    assert [tuple(row) for row in read] == [("escaped", "tc-escaped")]
+
+
 def test_the_backfill_skips_metadata_that_is_not_json(target):
     """The runner reads such rows as ``{}`` too (skipped as non-subagent messages), on both
     dialects, in the dry run and the real run, and reports them."""

@@ -737,6 +737,38 @@ def _flag_postgresql(element, compiler, **kw):
     )
 
 
+class may_hold_string(FunctionElement):  # noqa: N801
+    """The text ``stored`` may be a document holding the JSON string ``value`` (letters, digits
+    and ``_`` only): it writes that string, or an escape (``\\u``, the only other way to spell
+    those characters). A test without a parse, for a reader keeping only documents that hold
+    the value: on SQLite most messages are then never parsed. PostgreSQL's document already
+    reads such text as ``{}`` unparsed (:class:`metadata_doc`'s ``mentions``): true there."""
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+    def __init__(self, stored, value: str):
+        self.value = value
+        super().__init__(stored)
+
+    _traverse_internals = FunctionElement._traverse_internals + [
+        ("value", InternalTraversal.dp_plain_obj)
+    ]
+
+
+@compiles(may_hold_string, "sqlite")
+def _may_hold_string_sqlite(element, compiler, **kw):
+    stored = compiler.process(list(element.clauses)[0], **kw)
+    return (
+        f"({_occurs(stored, element.value, 1, 'sqlite', '%')} OR {_escaped_text(stored, 'sqlite')})"
+    )
+
+
+@compiles(may_hold_string, "postgresql")
+def _may_hold_string_postgresql(element, compiler, **kw):
+    return "true"
+
+
 class exact_walk_needed(FunctionElement):  # noqa: N801
     """True when the metadata text ``stored`` (read as the document ``doc``) may hold an escaped
     or a repeated name along one of ``paths``: the test of :class:`json_text` and its kin, made

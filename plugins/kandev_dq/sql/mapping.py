@@ -31,6 +31,7 @@ from kandev_dq.sql.dialect import (
     json_flag,
     json_number,
     json_text,
+    may_hold_string,
     once_per_row,
     utc_instant,
 )
@@ -97,8 +98,12 @@ def message_documents(
 
 
 def is_subagent(doc, stored) -> sa.ColumnElement[bool]:
-    """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text."""
-    return json_text(doc, *_KIND, stored=stored) == SUBAGENT_KIND
+    """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text, tested
+    first: most messages are then never parsed."""
+    return sa.and_(
+        may_hold_string(stored, SUBAGENT_KIND),
+        json_text(doc, *_KIND, stored=stored) == SUBAGENT_KIND,
+    )
 
 
 def non_empty(column) -> sa.ColumnElement[bool]:
