@@ -695,3 +695,36 @@ def test_a_second_check_compiles_no_page_template(sqlite_target, project, monkey
     monkeypatch.setattr(jinja2.Environment, "compile", counted)
     assert check(project, sqlite_target).docs_index
     assert [name for name in compiled if name != "<string>"] == []
+
+
+def test_the_chart_engine_starts_once_the_store_is_read(sqlite_target, project, monkeypatch):
+    """The chart engine's start-up runs in the background while the results' pages are built,
+    after every fact is read (started earlier, its memory lies on top of the read's peak)."""
+    import threading
+
+    import vl_convert
+
+    from kandev_dq.expectations import base
+    from kandev_dq.report import timeline_chart
+
+    events: list[str] = []
+    facts_for = base.facts_for
+
+    def reading(*args, **kwargs):
+        events.append("fact")
+        return facts_for(*args, **kwargs)
+
+    def drawing(spec):
+        events.append("first chart" if spec is timeline_chart._FIRST_CHART else "chart")
+        return "<svg></svg>"
+
+    monkeypatch.setattr(base, "facts_for", reading)
+    monkeypatch.setattr(vl_convert, "vegalite_to_svg", drawing)
+    monkeypatch.setattr(timeline_chart, "_STARTED", threading.Lock())
+    _passing_store(sqlite_target)
+    assert check(project, sqlite_target).docs_index
+    for thread in threading.enumerate():
+        if thread.name == "chart-engine-start":
+            thread.join(timeout=30)
+    assert "fact" in events and "chart" in events
+    assert "fact" not in events[events.index("first chart") :]

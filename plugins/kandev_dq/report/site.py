@@ -56,7 +56,7 @@ from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.states import explain_state
 from kandev_dq.expectations.base import listing_block
 from kandev_dq.report.history import Timeline, timeline
-from kandev_dq.report.timeline_chart import timeline_svg
+from kandev_dq.report.timeline_chart import start_engine, timeline_svg
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.checkpoint import DOCS_PAGES
 from kandev_dq.run.register import load_register, run_key
@@ -1012,6 +1012,7 @@ class KandevSiteBuilder(SiteBuilder):
                 continue
             section_builder.build(resource_identifiers=resource_identifiers)
         if pages == "results":
+            start_engine()  # the store is read: the overview's chart comes next
             return self.get_resource_url(only_if_exists=False), []
         copy_assets(self.target_store)
         overview = None

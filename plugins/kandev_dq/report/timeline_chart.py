@@ -15,6 +15,8 @@ The series come from one function, :func:`kandev_dq.report.history.timeline`, wh
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Any
 
 from kandev_dq.report.history import SEVERITIES, Timeline
@@ -143,3 +145,32 @@ def timeline_svg(series: Timeline) -> str:
 
     svg = vl_convert.vegalite_to_svg(timeline_spec(series))
     return svg[svg.index("<svg") :]  # no XML declaration inside an HTML page
+
+
+#: The smallest chart: drawing it starts vl-convert's embedded engine.
+_FIRST_CHART = {
+    "$schema": "https://vega.github.io/schema/vega-lite/v5.json",
+    "data": {"values": [{"run": 1}]},
+    "mark": "point",
+    "encoding": {"x": {"field": "run", "type": "quantitative"}},
+}
+_STARTED = threading.Lock()
+
+
+def start_engine() -> None:
+    """Start vl-convert's engine in the background, once per process: its first chart costs a
+    third of a second of start-up in native code that leaves Python running. Called once the
+    store has been read (the results' pages are being built): started earlier, its memory
+    would lie on top of the read's peak. The overview's chart then finds it ready; should this
+    fail, that chart reports the error."""
+    if not _STARTED.acquire(blocking=False):
+        return
+
+    def draw_first_chart() -> None:
+        import vl_convert
+
+        # Only a head start: the real chart reports whatever fails here.
+        with contextlib.suppress(Exception):
+            vl_convert.vegalite_to_svg(_FIRST_CHART)
+
+    threading.Thread(target=draw_first_chart, name="chart-engine-start", daemon=True).start()
