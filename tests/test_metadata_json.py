@@ -110,6 +110,8 @@ def test_filled_text_reads_empty_text_as_null(target, document, expected):
         ('"subagent_task": {', r'"subagent_\u0074ask": {'),
         ('"total_tokens"', r'"total_\u0074okens"'),
         ('"is_async"', r'"is\u005fasync"'),
+        ('"kind"', r'"\u006Bind"'),  # hex digits in either case
+        ('"is_async"', r'"is\u005Fasync"'),
     ],
 )
 @pytest.mark.parametrize("tested_once", [False, True])

@@ -495,6 +495,9 @@ def test_repeated_names_are_named_where_the_rules_read_them(target):
         add_message(conn, "tool-status-twice", tool_call, created_at=at(1))
         add_message(conn, "kind-twice", tool_call.replace('"kind"', '"kind": "x", "kind"'))
         add_message(conn, "subagent-status-twice", tool_call.replace("read_file", "subagent_task"))
+        # Walked (an escaped name) and found to repeat nothing.
+        escaped = '{"st\\u0061tus": "a", "normalized": {"kind": "subagent_task"}}'
+        add_message(conn, "escaped-once", escaped)
     opened = open_store(target.url)
     try:
         facts = facts_for(opened.engine, "stored_text", stored_text_facts)

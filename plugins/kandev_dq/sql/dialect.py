@@ -530,8 +530,8 @@ def _needs_exact(
 ) -> str:
     """True when a document's text may hold an escaped or a repeated name of ``path``.
 
-    Any escaped spelling of a plain name needs ``\\u``; a repeated name shows its quoted text
-    more often than a well-formed document does. A pattern with one more occurrence than
+    Any escaped spelling of a plain name needs :data:`_NAME_ESCAPE`; a repeated name shows its
+    quoted text more often than a well-formed document does. A pattern with one more occurrence than
     allowed finds it without allocating (this runs over every message's document): GLOB on
     SQLite, LIKE on PostgreSQL (where counting with ``replace`` copied each document per name).
     ``percent`` is how the statement spells LIKE's ``%`` (doubled for a ``format`` driver).
@@ -541,8 +541,18 @@ def _needs_exact(
     return "(" + " OR ".join([_escaped_text(text, dialect), *repeated]) + ")"
 
 
+#: What an escaped spelling of a read name (or of the kind) needs: each is ASCII letters and
+#: ``_``, so an escape of one of its characters is ``\\u005f`` or ``\\u0061`` to ``\\u007a``,
+#: in either case. Other escapes (``\\u003c`` for ``<``, as Go writes it, accented letters)
+#: spell no name: a document holding only those keeps the fast path.
+_NAME_ESCAPE = "\\u00[5-7][0-9A-Fa-f]"
+
+
 def _escaped_text(text: str, dialect: str) -> str:
-    return f"{text} GLOB '*\\u*'" if dialect == "sqlite" else f"strpos({text}, '\\u') > 0"
+    if dialect == "sqlite":
+        return f"{text} GLOB '*{_NAME_ESCAPE}*'"
+    # The regular expression only runs on the rare text holding an escape at all.
+    return f"(strpos({text}, '\\u') > 0 AND {text} ~ '\\{_NAME_ESCAPE}')"
 
 
 def _occurs(text: str, name: str, times: int, dialect: str, percent: str) -> str:
@@ -772,24 +782,35 @@ def _may_hold_string_postgresql(element, compiler, **kw):
 class exact_walk_needed(FunctionElement):  # noqa: N801
     """True when the metadata text ``stored`` (read as the document ``doc``) may hold an escaped
     or a repeated name along one of ``paths``: the test of :class:`json_text` and its kin, made
-    once for all of them."""
+    once for all of them, and the text test of :class:`repeated_member` (with ``mentioning``
+    as there)."""
 
     inherit_cache = True
     type = sa.Boolean()
 
-    def __init__(self, doc, stored, *paths: tuple[str, ...]):
+    def __init__(self, doc, stored, *paths: tuple[str, ...], mentioning: str | None = None):
         self.paths = tuple(tuple(path) for path in paths)
+        self.mentioning = mentioning
         super().__init__(doc, stored)
 
     _traverse_internals = FunctionElement._traverse_internals + [
-        ("paths", InternalTraversal.dp_plain_obj)
+        ("paths", InternalTraversal.dp_plain_obj),
+        ("mentioning", InternalTraversal.dp_plain_obj),
     ]
 
 
 @compiles(exact_walk_needed, "sqlite")
 def _exact_walk_needed_sqlite(element, compiler, **kw):
     doc, stored = (compiler.process(clause, **kw) for clause in element.clauses)
-    return _may_repeat(stored, doc, element.paths, "sqlite")
+    return _may_repeat(stored, doc, element.paths, "sqlite", mentioning=element.mentioning)
+
+
+@compiles(exact_walk_needed, "postgresql")
+def _exact_walk_needed_postgresql(element, compiler, **kw):
+    document, stored = (compiler.process(clause, **kw) for clause in element.clauses)
+    percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
+    doc = f"({document})::json"
+    return _may_repeat(stored, doc, element.paths, "postgresql", percent, element.mentioning)
 
 
 class _one_row(FunctionElement):  # noqa: N801
