@@ -174,20 +174,29 @@ def test_action_fires_follows_gx_should_notify():
 
 
 def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_target):
-    """One consistent read that cannot write; and no JIT: the planner prices the per-name JSON
-    subplans high enough to compile whole scans, which cost more than the scans themselves."""
+    """One consistent read that cannot write; no JIT: the planner prices the per-name JSON
+    subplans high enough to compile whole scans, which cost more than the scans themselves;
+    and parallel scans priced so that the planner's guess of the JSON filters allows them."""
     StoreBuilder(pg_target.engine).create()
     store = open_store(pg_target.url)
     try:
         with snapshot.pinned(store.engine) as run:
             settings = {
                 name: run.connection.exec_driver_sql(f"SHOW {name}").scalar_one()
-                for name in ("transaction_isolation", "transaction_read_only", "jit")
+                for name in (
+                    "transaction_isolation",
+                    "transaction_read_only",
+                    "jit",
+                    "parallel_setup_cost",
+                    "parallel_tuple_cost",
+                )
             }
         assert settings == {
             "transaction_isolation": "repeatable read",
             "transaction_read_only": "on",
             "jit": "off",
+            "parallel_setup_cost": "100",
+            "parallel_tuple_cost": "0.01",
         }
     finally:
         store.dispose()
