@@ -751,8 +751,7 @@ class may_hold_string(FunctionElement):  # noqa: N801
     """The text ``stored`` may be a document holding the JSON string ``value`` (letters, digits
     and ``_`` only): it writes that string, or an escape (``\\u``, the only other way to spell
     those characters). A test without a parse, for a reader keeping only documents that hold
-    the value: on SQLite most messages are then never parsed. PostgreSQL's document already
-    reads such text as ``{}`` unparsed (:class:`metadata_doc`'s ``mentions``): true there."""
+    the value: most messages are then never parsed."""
 
     inherit_cache = True
     type = sa.Boolean()
@@ -776,7 +775,9 @@ def _may_hold_string_sqlite(element, compiler, **kw):
 
 @compiles(may_hold_string, "postgresql")
 def _may_hold_string_postgresql(element, compiler, **kw):
-    return "true"
+    stored = compiler.process(list(element.clauses)[0], **kw)
+    value = _quoted(f'"{element.value}"')
+    return f"(strpos({stored}, {value}) > 0 OR {_escaped_text(stored, 'postgresql')})"
 
 
 class exact_walk_needed(FunctionElement):  # noqa: N801

@@ -71,13 +71,19 @@ def fenced(select: sa.Select) -> sa.Select:
 
 
 def message_documents(
-    name: str, *, since: sa.BindParameter | None = None, extra: tuple = ()
+    name: str,
+    *,
+    since: sa.BindParameter | None = None,
+    extra: tuple = (),
+    candidates_only: bool = False,
 ) -> sa.Subquery:
     """Every message with its metadata read once as a document ``doc`` (AC-23b), fenced.
 
     With ``since`` (a bound instant) only messages created at/after it are read, through the
     created_at index, and only their documents parsed (exact boundary, AC-24e). ``extra``
-    columns of ``task_session_messages`` ride along.
+    columns of ``task_session_messages`` ride along. ``candidates_only`` keeps only the
+    messages whose text may hold the kind ``subagent_task``, tested inside the fence: the
+    others are never parsed, nor passed on (by PostgreSQL's parallel workers, among others).
     """
     m = schema.task_session_messages
     read = sa.select(
@@ -94,16 +100,14 @@ def message_documents(
     )
     if since is not None:
         read = read.where(at_or_after(m.c.created_at, since))
+    if candidates_only:
+        read = read.where(may_hold_string(m.c.metadata, SUBAGENT_KIND))
     return fenced(read).subquery(name)
 
 
 def is_subagent(doc, stored) -> sa.ColumnElement[bool]:
-    """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text, tested
-    first: most messages are then never parsed."""
-    return sa.and_(
-        may_hold_string(stored, SUBAGENT_KIND),
-        json_text(doc, *_KIND, stored=stored) == SUBAGENT_KIND,
-    )
+    """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text."""
+    return json_text(doc, *_KIND, stored=stored) == SUBAGENT_KIND
 
 
 def non_empty(column) -> sa.ColumnElement[bool]:
@@ -116,8 +120,10 @@ def identified(task_session_id, task_id, tool_call_id) -> sa.ColumnElement[bool]
 
 
 def is_source(docs: sa.Subquery) -> sa.ColumnElement[bool]:
-    """The AC-21 source predicate over :func:`message_documents`."""
+    """The AC-21 source predicate over :func:`message_documents`, its text tested first: most
+    messages are then never parsed."""
     return sa.and_(
+        may_hold_string(docs.c.metadata, SUBAGENT_KIND),
         is_subagent(docs.c.doc, docs.c.metadata),
         identified(
             docs.c.task_session_id,
@@ -152,7 +158,7 @@ def subagent_messages(
     once, in a one-row table joined to it (:func:`~kandev_dq.sql.dialect.once_per_row`), which
     costs a little even when no field is read, and keeps the subquery from being flattened into
     the right side of a LEFT JOIN."""
-    docs = message_documents(f"{name}_docs", since=since)
+    docs = message_documents(f"{name}_docs", since=since, candidates_only=True)
     doc, stored = docs.c.doc, docs.c.metadata
     reads = [read for read in _FIELD_READS if only is None or read[0] in only]
     source, test = docs, {"stored": stored}
@@ -208,7 +214,9 @@ def winners(
     only = None if texts else bounded
     if dialect_name != "sqlite" or not texts:
         sm = subagent_messages("msg", only=only, reads_most_fields=True)
-        return ranked_by_recency(sm, sm).subquery("ranked")
+        # Fenced: the sort then carries the fields, not each message's document and text.
+        fields = fenced(sa.select(sm)).subquery("msg_fields")
+        return ranked_by_recency(fields, fields).subquery("ranked")
     keyed = subagent_messages(
         "keyed", only=("id", "task_session_id", "task_id", "created_at", "tool_call_id")
     )
