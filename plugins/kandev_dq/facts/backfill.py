@@ -43,10 +43,11 @@ from kandev_dq.sql.mapping import (
     UNBOUNDED_TEXT,
     backfill_select,
     fenced,
+    metadata_fields,
     qualifies,
     subagent_messages,
 )
-from kandev_dq.sql.messages import count_and_sample
+from kandev_dq.sql.messages import count_and_sample, message_doc
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
@@ -233,9 +234,14 @@ def _compare(
     )
     texts = e
     if split:
-        read_by_id = subagent_messages("expected_texts", only=("id", *UNBOUNDED_TEXT))
-        joined = joined.outerjoin(read_by_id, read_by_id.c.id == e.id)
-        texts = read_by_id.c
+        # Read from the expected message's own row, its names tested once for all of them
+        # (a subquery holding that test could not be flattened into this outer join).
+        message = schema.task_session_messages.alias("expected_texts")
+        fields, walk = metadata_fields(
+            message_doc(message), message.c.metadata, UNBOUNDED_TEXT, "expected_texts_walk", True
+        )
+        joined = joined.outerjoin(message, message.c.id == e.id).outerjoin(walk, sa.true())
+        texts = {field.name: field for field in fields}
 
     is_backfill = b.source == "backfill"
     relabel_candidate = sa.and_(b.source == "live", execution == unknown)

@@ -160,17 +160,30 @@ def subagent_messages(
     the right side of a LEFT JOIN."""
     docs = message_documents(f"{name}_docs", since=since, candidates_only=True)
     doc, stored = docs.c.doc, docs.c.metadata
-    reads = [read for read in _FIELD_READS if only is None or read[0] in only]
-    source, test = docs, {"stored": stored}
-    if reads_most_fields:
-        paths = [path for _, _, path in reads]
-        walk = once_per_row(exact_walk_needed(doc, stored, *paths), f"{name}_walk")
-        source, test = docs.join(walk, sa.true()), {"exact": walk.c.value}
+    names = [column for column, _, _ in _FIELD_READS if only is None or column in only]
+    fields, walk = metadata_fields(doc, stored, names, f"{name}_walk", reads_most_fields)
     columns = [
         *(docs.c[column] for column in _MESSAGE_COLUMNS if only is None or column in only),
-        *(read(doc, *path, **test).label(column) for column, read, path in reads),
+        *fields,
     ]
+    source = docs if walk is None else docs.join(walk, sa.true())
     return sa.select(*columns).select_from(source).where(is_subagent(doc, stored)).subquery(name)
+
+
+def metadata_fields(
+    doc, stored, names, walk_name: str, tested_once: bool
+) -> tuple[list[sa.Label], sa.TableValuedAlias | None]:
+    """The metadata fields ``names`` read from ``doc`` (its text ``stored``) as labelled
+    columns, as :func:`subagent_messages` reads them. With ``tested_once``, the one-row table
+    (named ``walk_name``) that tests the document's names for them all, to join to the row
+    (see :func:`subagent_messages`); else None, and each field tests its own names."""
+    reads = [read for read in _FIELD_READS if read[0] in names]
+    walk, test = None, {"stored": stored}
+    if tested_once:
+        paths = [path for _, _, path in reads]
+        walk = once_per_row(exact_walk_needed(doc, stored, *paths), walk_name)
+        test = {"exact": walk.c.value}
+    return [read(doc, *path, **test).label(column) for column, read, path in reads], walk
 
 
 def qualifies(sm: sa.Subquery) -> sa.ColumnElement[bool]:
