@@ -780,11 +780,11 @@ def _may_hold_string_postgresql(element, compiler, **kw):
     return f"(strpos({stored}, {value}) > 0 OR {_escaped_text(stored, 'postgresql')})"
 
 
-class exact_walk_needed(FunctionElement):  # noqa: N801
-    """True when the metadata text ``stored`` (read as the document ``doc``) may hold an escaped
-    or a repeated name along one of ``paths``: the test of :class:`json_text` and its kin, made
-    once for all of them, and the text test of :class:`repeated_member` (with ``mentioning``
-    as there)."""
+class _NamesAlong(FunctionElement):
+    """A test of the member names along ``paths`` in a message's metadata: ``doc`` is its
+    document, ``stored`` its text; with ``mentioning`` (a string value), only messages whose
+    text writes that JSON string (or an escape) are tested, the names of ``paths`` being read
+    only in messages holding it."""
 
     inherit_cache = True
     type = sa.Boolean()
@@ -798,6 +798,14 @@ class exact_walk_needed(FunctionElement):  # noqa: N801
         ("paths", InternalTraversal.dp_plain_obj),
         ("mentioning", InternalTraversal.dp_plain_obj),
     ]
+
+
+class exact_walk_needed(_NamesAlong):  # noqa: N801
+    """True when the metadata may hold an escaped or a repeated name along one of ``paths``:
+    the test of :class:`json_text` and its kin, made once for all of them, and the text test
+    of :class:`repeated_member`."""
+
+    inherit_cache = True
 
 
 @compiles(exact_walk_needed, "sqlite")
@@ -840,7 +848,7 @@ def once_per_row(condition, name: str) -> sa.TableValuedAlias:
     return _one_row(condition).table_valued("value").alias(name)
 
 
-class repeated_member(FunctionElement):  # noqa: N801
+class repeated_member(_NamesAlong):  # noqa: N801
     """True when an object along one of ``paths`` holds that path's member name more than once.
 
     JSON leaves repeated names open (RFC 8259); kandev-dq reads the last one on both dialects
@@ -855,17 +863,6 @@ class repeated_member(FunctionElement):  # noqa: N801
     """
 
     inherit_cache = True
-    type = sa.Boolean()
-
-    def __init__(self, doc, stored, *paths: tuple[str, ...], mentioning: str | None = None):
-        self.paths = tuple(tuple(path) for path in paths)
-        self.mentioning = mentioning
-        super().__init__(doc, stored)
-
-    _traverse_internals = FunctionElement._traverse_internals + [
-        ("paths", InternalTraversal.dp_plain_obj),
-        ("mentioning", InternalTraversal.dp_plain_obj),
-    ]
 
 
 def _named_members(paths: tuple[tuple[str, ...], ...]) -> dict[tuple[str, ...], list[str]]:
