@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -265,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     info["load_after"] = load()
     info["minutes"] = round((time.perf_counter() - started) / 60, 1)
     info["repeat"] = args.repeat
+    if args.out == HERE / "results.md":  # the committed table keeps its largest plans
+        info["kept_plans"] = keep_plans(args.work, results, HERE / "plans")
     (args.work / "results.json").write_text(
         json.dumps({"machine": info, "results": results, "quick": quick}, indent=1)
     )
@@ -274,6 +277,21 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text)
     print(text)
     return 0
+
+
+def keep_plans(work: Path, results: list[dict], into: Path) -> list[str]:
+    """The largest scale's plans, copied from the work folder (which is not kept) into
+    ``into``, beside the results table; their paths relative to the table."""
+    if not results:
+        return []
+    largest = max(r["scale"] for r in results)
+    into.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for plan in (p for r in results if r["scale"] == largest for p in r["plans"]):
+        target = into / Path(plan).name
+        shutil.copyfile(work / plan, target)
+        kept.append(f"{into.name}/{target.name}")
+    return kept
 
 
 def docs_history_main(args, argv: list[str] | None) -> int:

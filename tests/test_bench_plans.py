@@ -47,3 +47,23 @@ def test_report_names_the_plan_files():
 
     assert "## Query plans" in text and "`plans/sqlite-1-nightly.txt`" in text
     assert report.plans_section([{}]) == []
+
+
+def test_the_largest_scale_plans_are_kept_beside_the_table(tmp_path):
+    """The work folder is not kept: the committed table links copies of its largest plans."""
+    from bench.run import keep_plans
+
+    work = tmp_path / "work"
+    (work / "plans").mkdir(parents=True)
+    results = []
+    for scale in (1, 4):
+        plan = f"plans/sqlite-{scale}-nightly.txt"
+        (work / plan).write_text(f"plan at scale {scale}")
+        results.append({"scale": scale, "plans": [plan]})
+
+    kept = keep_plans(work, results, tmp_path / "bench" / "plans")
+
+    assert kept == ["plans/sqlite-4-nightly.txt"]
+    assert (tmp_path / "bench" / kept[0]).read_text() == "plan at scale 4"
+    text = "\n".join(report.plans_section(results, kept))
+    assert "[`plans/sqlite-4-nightly.txt`](plans/sqlite-4-nightly.txt)" in text
