@@ -606,7 +606,19 @@ def test_timestamps_in_unknown_text_forms_are_named(sqlite_target, quick_project
     for message_id, stamp in UNREADABLE_STAMPS.items():
         store.message(session, stamp, metadata={}, message_id=message_id, updated_at=T_OK)
     store.message(session, T_OK, metadata={}, message_id="ts-epoch")
+    # One misread text in both columns of a row counts once in each.
+    store.message(session, "30/07/2026", metadata={}, message_id="ts-both", updated_at="30/07/2026")
     store.subagent_row(session, "toolu_late", "2026-08-01 00:00:04+02:00", id="row-offset")
+    late = "2026-08-01 00:00:05+02:00"
+    store.subagent_row(
+        session,
+        "toolu_both",
+        T_OK,
+        id="row-both",
+        tool_status="completed",
+        settled_at=late,
+        updated_at=late,
+    )
     with sqlite_target.engine.begin() as conn:
         conn.exec_driver_sql(
             "UPDATE task_session_messages SET updated_at = 1785375577 WHERE id = 'ts-epoch'"
@@ -616,10 +628,11 @@ def test_timestamps_in_unknown_text_forms_are_named(sqlite_target, quick_project
     finding = result(report, "expect_timestamps_in_recognised_utc_form")
     assert not finding.success and finding.severity == "error"
     assert finding.observed_value == {
-        "task_session_messages.created_at": len(UNREADABLE_STAMPS),
-        "task_session_messages.updated_at": 1,
+        "task_session_messages.created_at": len(UNREADABLE_STAMPS) + 1,
+        "task_session_messages.updated_at": 2,
         "task_session_subagents.observed_at": 1,
-        "task_session_subagents.updated_at": 1,
+        "task_session_subagents.settled_at": 1,
+        "task_session_subagents.updated_at": 2,
     }
     store_ = open_store(sqlite_target.url)
     try:
@@ -630,6 +643,7 @@ def test_timestamps_in_unknown_text_forms_are_named(sqlite_target, quick_project
     messages = "task_session_messages"
     assert {(messages, "created_at", i) for i in UNREADABLE_STAMPS} <= named
     assert (messages, "updated_at", "ts-epoch") in named
+    assert {(messages, "created_at", "ts-both"), (messages, "updated_at", "ts-both")} <= named
     assert ("task_session_subagents", "observed_at", "row-offset") in named
 
 

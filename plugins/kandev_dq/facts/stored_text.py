@@ -65,6 +65,37 @@ def _misread(column) -> sa.ColumnElement:
     return sa.and_(column.is_not(None), sa.not_(recognised_utc_text(column)))
 
 
+def _misread_conditions(source, names: tuple[str, ...]) -> dict[str, Counted]:
+    """The conditions counting each column's misread values (see :func:`_misread_counts`).
+    The last two columns are often one text (a row never updated keeps its first time):
+    where they are, the value is tested once, for both."""
+    conditions = {f"misread.{n}": Counted(when=_misread(source.c[n])) for n in names[:-2]}
+    if len(names) < 2:
+        return conditions | {f"misread.{n}": Counted(when=_misread(source.c[n])) for n in names}
+    first, second = source.c[names[-2]], source.c[names[-1]]
+    # Equal under BINARY: one text byte for byte, or values that are not texts (a text equal
+    # to a number reads as one, so is no instant): the test answers alike for both. A NULL
+    # beside anything is apart (and never misread).
+    equal = sa.type_coerce(second, sa.Text).collate("BINARY") == first
+    alike = sa.case((equal, 1), else_=0)
+    return conditions | {
+        f"misread.{first.name}.alike": Counted(when=sa.and_(alike == 1, _misread(first))),
+        f"misread.{first.name}": Counted(when=sa.and_(alike == 0, _misread(first))),
+        f"misread.{second.name}": Counted(when=sa.and_(alike == 0, _misread(second))),
+    }
+
+
+def _misread_counts(counts, table_name: str, names: tuple[str, ...]) -> dict[str, int]:
+    """Each column's misread count, ``table.column`` to count, from the counting row of
+    :func:`_misread_conditions`."""
+    totals = {n: int(counts[f"misread.{n}"]) for n in names}
+    if len(names) >= 2:
+        alike = int(counts[f"misread.{names[-2]}.alike"])
+        totals[names[-2]] += alike
+        totals[names[-1]] += alike
+    return {f"{table_name}.{n}": total for n, total in totals.items()}
+
+
 def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     sqlite = conn.dialect.name == "sqlite"
     m = task_session_messages
@@ -86,9 +117,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     }
     message_conditions["unreadable"] = Counted(when=docs.c.unreadable)
     if sqlite:
-        message_conditions.update(
-            {f"misread.{n}": Counted(when=_misread(docs.c[n])) for n in TIMESTAMP_COLUMNS[m.name]}
-        )
+        message_conditions.update(_misread_conditions(docs, TIMESTAMP_COLUMNS[m.name]))
     message_conditions.update(
         {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
     )
@@ -97,9 +126,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
     candidates = sum(int(counts[name]) for name in message_conditions if "may_repeat" in name)
     facts["repeated_names"] = _repeated_names(conn, docs, candidates)
-    timestamps = {
-        f"{m.name}.{n}": int(counts[f"misread.{n}"]) for n in TIMESTAMP_COLUMNS[m.name] if sqlite
-    }
+    timestamps = _misread_counts(counts, m.name, TIMESTAMP_COLUMNS[m.name]) if sqlite else {}
     beyond = {f"{m.name}.{n}": parts[f"beyond.{n}"] for n in TIMESTAMP_COLUMNS[m.name]}
 
     # ONE pass over the subagent rows, for the same two timestamp conditions.
@@ -111,15 +138,11 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     if present:
         row_conditions = {f"beyond.{n}": _beyond_in(subagents, SUBAGENTS, n) for n in present}
         if sqlite:
-            row_conditions.update(
-                {f"misread.{n}": Counted(when=_misread(subagents.c[n])) for n in present}
-            )
+            row_conditions.update(_misread_conditions(subagents, tuple(present)))
         row_counts, row_parts = counted_scan(conn, row_conditions, select_from=subagents)
         beyond.update({f"{SUBAGENTS}.{n}": row_parts[f"beyond.{n}"] for n in present})
         if sqlite:
-            timestamps.update(
-                {f"{SUBAGENTS}.{n}": int(row_counts[f"misread.{n}"]) for n in present}
-            )
+            timestamps.update(_misread_counts(row_counts, SUBAGENTS, tuple(present)))
     found_beyond = {k: v for k, v in beyond.items() if v["count"]}
     facts["out_of_range"] = {
         "count": sum(v["count"] for v in found_beyond.values()),
