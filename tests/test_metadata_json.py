@@ -161,6 +161,11 @@ def test_escaped_member_names_read_as_their_plain_form(target, plain, escaped, t
             _PLAIN.replace('"is_async": true', '"is_async": true, "is_async": false'),
             (*_READ[:5], 0),
         ),
+        # Repeated under another spelling: the escape of "_" is one that can spell a name.
+        (
+            _PLAIN.replace('"is_async": true', r'"is_async": true, "is\u005fasync": false'),
+            (*_READ[:5], 0),
+        ),
         # A name read in two objects, repeated in one of them and absent from the other: as
         # often written as in a well-formed document, yet repeated.
         (_TOP_STATUS_TWICE, (*_READ[:3], None, *_READ[4:])),
@@ -189,6 +194,7 @@ def test_repeated_member_names_read_as_the_last_one(target, document, expected, 
         (_PLAIN.replace('"kind": "subagent_task"', '"kind": "x", "kind": "subagent_task"'), True),
         (_PLAIN.replace('"is_async": true', '"is_async": true, "is_async": true'), True),
         (_PLAIN.replace('"status": "async_launched"', '"status": "a", "status": "b"'), True),
+        (_PLAIN.replace('"is_async": true', r'"is_async": true, "is\u005fasync": true'), True),
         (_TOP_STATUS_TWICE, True),
         (_NESTED_STATUS_TWICE, True),
         # Only the objects the reading walks: a name repeated elsewhere changes no verdict.
