@@ -190,32 +190,31 @@ def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
     return sa.select(*columns, doc.label("doc"), m.c.metadata).subquery("docs")
 
 
+def _name_tests(construct, docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], ...]:
+    """``construct`` over the names the reading takes: the kind's in any message, the fields'
+    only where the kind may be ``subagent_task``, the only messages whose fields are read."""
+    doc, stored = docs.c.doc, docs.c.metadata
+    return (
+        construct(doc, stored, KIND_PATH),
+        construct(doc, stored, *FIELD_PATHS, mentioning=SUBAGENT_KIND),
+    )
+
+
 def _may_repeat(docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], ...]:
     """The text tests of :func:`_repeated_names`: the messages that may repeat a name it reads.
     Counted apart, not joined by OR: SQLite took more than twice as long over the OR."""
-    doc, stored = docs.c.doc, docs.c.metadata
-    return (
-        exact_walk_needed(doc, stored, KIND_PATH),
-        exact_walk_needed(doc, stored, *FIELD_PATHS, mentioning=SUBAGENT_KIND),
-    )
+    return _name_tests(exact_walk_needed, docs)
 
 
 def _repeated_names(conn: sa.Connection, docs: sa.Subquery, candidates: int) -> Part:
     """Messages whose metadata repeats a member name along a path the reading takes
-    (AC-23b, AC-19): the kind's in any message, the fields' only where the kind may be
-    ``subagent_task`` (:data:`~kandev_dq.sql.mapping.FIELD_PATHS`), the only messages whose
-    fields are read. Walked member by member only when the scan's text test let ``candidates``
-    through: in that scan, the walk's subqueries would keep PostgreSQL from reading the
-    messages in parallel."""
-    doc, stored = docs.c.doc, docs.c.metadata
-    repeated = sa.or_(
-        repeated_member(doc, stored, KIND_PATH),
-        repeated_member(doc, stored, *FIELD_PATHS, mentioning=SUBAGENT_KIND),
-    )
+    (AC-23b, AC-19), along the paths of :func:`_name_tests`. Walked member by member only
+    when the scan's text test let ``candidates`` through: in that scan, the walk's subqueries
+    would keep PostgreSQL from reading the messages in parallel."""
+    repeated = sa.or_(*_name_tests(repeated_member, docs))
     count = 0
     if candidates:
-        may_repeat = sa.or_(*_may_repeat(docs))
-        walked = sa.select(sa.func.count()).select_from(docs).where(may_repeat, repeated)
+        walked = sa.select(sa.func.count()).select_from(docs).where(repeated)
         count = conn.execute(walked).scalar_one()
     named = sa.select(
         docs.c.id,

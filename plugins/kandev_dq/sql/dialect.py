@@ -531,8 +531,8 @@ def _needs_exact(
     """True when a document's text may hold an escaped or a repeated name of ``path``.
 
     Any escaped spelling of a plain name needs :data:`_NAME_ESCAPE`; a repeated name shows its
-    quoted text more often than a well-formed document does. A pattern with one more occurrence than
-    allowed finds it without allocating (this runs over every message's document): GLOB on
+    quoted text more often than a well-formed document does. A pattern with one more occurrence
+    than allowed finds it without allocating (this runs over every message's document): GLOB on
     SQLite, LIKE on PostgreSQL (where counting with ``replace`` copied each document per name).
     ``percent`` is how the statement spells LIKE's ``%`` (doubled for a ``format`` driver).
     ``doc`` is the document ``text`` reads as (see :data:`_READ_IN_TWO_OBJECTS`).
@@ -541,10 +541,10 @@ def _needs_exact(
     return "(" + " OR ".join([_escaped_text(text, dialect), *repeated]) + ")"
 
 
-#: What an escaped spelling of a read name (or of the kind) needs: each is ASCII letters and
-#: ``_``, so an escape of one of its characters is ``\\u005f`` or ``\\u0061`` to ``\\u007a``,
-#: in either case. Other escapes (``\\u003c`` for ``<``, as Go writes it, accented letters)
-#: spell no name: a document holding only those keeps the fast path.
+#: What an escaped spelling of a read name (or of the kind) needs: each is lowercase ASCII
+#: letters and ``_``, so an escape of one of its characters is ``\\u005f`` or ``\\u0061`` to
+#: ``\\u007a``, in either case. Other escapes (``\\u003c`` for ``<``, as Go writes it, accented
+#: letters) spell no name: a document holding only those keeps the fast path.
 _NAME_ESCAPE = "\\u00[5-7][0-9A-Fa-f]"
 
 
@@ -553,6 +553,11 @@ def _escaped_text(text: str, dialect: str) -> str:
         return f"{text} GLOB '*{_NAME_ESCAPE}*'"
     # The regular expression only runs on the rare text holding an escape at all.
     return f"(strpos({text}, '\\u') > 0 AND {text} ~ '\\{_NAME_ESCAPE}')"
+
+
+def _percent(compiler) -> str:
+    """How a statement spells LIKE's ``%``: doubled for a ``format`` driver (psycopg)."""
+    return "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
 
 
 def _occurs(text: str, name: str, times: int, dialect: str, percent: str) -> str:
@@ -748,10 +753,11 @@ def _flag_postgresql(element, compiler, **kw):
 
 
 class may_hold_string(FunctionElement):  # noqa: N801
-    """The text ``stored`` may be a document holding the JSON string ``value`` (letters, digits
-    and ``_`` only): it writes that string, or an escape (``\\u``, the only other way to spell
-    those characters). A test without a parse, for a reader keeping only documents that hold
-    the value: most messages are then never parsed."""
+    """The text ``stored`` may be a document holding the JSON string ``value`` (lowercase ASCII
+    letters and ``_`` only): it writes that string, or an escape that can spell one of its
+    characters (:data:`_NAME_ESCAPE`, the only other way to write them). A test without a
+    parse, for a reader keeping only documents that hold the value: most messages are then
+    never parsed."""
 
     inherit_cache = True
     type = sa.Boolean()
@@ -817,7 +823,7 @@ def _exact_walk_needed_sqlite(element, compiler, **kw):
 @compiles(exact_walk_needed, "postgresql")
 def _exact_walk_needed_postgresql(element, compiler, **kw):
     document, stored = (compiler.process(clause, **kw) for clause in element.clauses)
-    percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
+    percent = _percent(compiler)
     doc = f"({document})::json"
     return _may_repeat(stored, doc, element.paths, "postgresql", percent, element.mentioning)
 
@@ -903,7 +909,7 @@ def _repeated_postgresql(element, compiler, **kw):
         for steps, names in _named_members(element.paths).items()
         for name in names
     )
-    percent = "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
+    percent = _percent(compiler)
     may_repeat = _may_repeat(stored, doc, element.paths, "postgresql", percent, element.mentioning)
     return f"(CASE WHEN {may_repeat} THEN ({counts}) ELSE FALSE END)"
 
