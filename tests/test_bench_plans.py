@@ -67,3 +67,14 @@ def test_the_largest_scale_plans_are_kept_beside_the_table(tmp_path):
     assert (tmp_path / "bench" / kept[0]).read_text() == "plan at scale 4"
     text = "\n".join(report.plans_section(results, kept))
     assert "[`plans/sqlite-4-nightly.txt`](plans/sqlite-4-nightly.txt)" in text
+
+
+def test_the_floors_read_in_a_snapshot_of_their_own(pg_target):
+    """A denominator never follows the code it measures: the floors' snapshot is read-only
+    with JIT off, and keeps the server's planner costs, not kandev-dq's."""
+    with measure.floor_snapshot(pg_target.engine) as conn:
+        settings = {
+            name: conn.exec_driver_sql(f"SHOW {name}").scalar_one()
+            for name in ("transaction_read_only", "jit", "parallel_tuple_cost")
+        }
+    assert settings == {"transaction_read_only": "on", "jit": "off", "parallel_tuple_cost": "0.1"}
