@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kandev_dq.contract.instants import (
+    KEY_RANGE,
     STORAGE_FORMS,
     Instant,
     parse_key,
@@ -103,6 +104,30 @@ def test_same_day_later_rows_are_after_and_previous_day_before(target):
     }
 
 
+def test_years_before_1000_compare_exactly(target):
+    """A key and values early in the range (CONTRACT §1 keys from 0001-01-02): the bound text
+    keeps the year's four digits (``strftime`` wrote year 500 as ``500``, which sorted after
+    every stored ``05…`` value on SQLite)."""
+    _load(
+        target.engine,
+        {
+            "first_day": "0001-01-02 00:00:00+00:00",
+            "one_micro_before": "0500-03-01 11:59:59.999999+00:00",
+            "at": "0500-03-01 12:00:00+00:00",
+            "later_year": "0999-12-31 23:59:59+00:00",
+            "modern": "2026-07-30 01:39:37+00:00",
+        },
+    )
+    assert _after(target.engine, "0500-03-01T12:00:00Z") == {"at", "later_year", "modern"}
+    assert _after(target.engine, "0001-01-02T00:00:00Z") == {
+        "first_day",
+        "one_micro_before",
+        "at",
+        "later_year",
+        "modern",
+    }
+
+
 def test_whole_second_against_fraction(target):
     _load(
         target.engine,
@@ -134,8 +159,8 @@ def test_every_trimmed_fraction_width(target, width):
     stored = f"2026-07-30 01:39:37{'.' + digits if digits else ''}+00:00"
     exact = datetime(2026, 7, 30, 1, 39, 37, int(digits.ljust(6, "0") or 0), tzinfo=UTC)
     _load(target.engine, {"row": stored})
-    at_key = exact.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    past_key = (exact + timedelta(microseconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    at_key = _key_text(exact)
+    past_key = _key_text(exact + timedelta(microseconds=1))
     assert _after(target.engine, at_key) == {"row"}
     assert _after(target.engine, past_key) == set()
 
@@ -194,9 +219,17 @@ def test_non_utc_postgres_session_time_zone(pg_target):
         zoned.dispose()
 
 
-_instants = st.datetimes(
-    min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59, 999999)
+_instants = st.one_of(
+    st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59, 999999)
+    ),
+    # The whole range keys may take (CONTRACT §1), years before 1000 among them.
+    st.datetimes(min_value=KEY_RANGE[0], max_value=KEY_RANGE[1]),
 )
+
+
+def _key_text(moment: datetime) -> str:
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 @settings(
@@ -217,7 +250,7 @@ def test_sql_order_equals_python_order(target, values, key_moment):
             conn.scalars(sa.select(probe.c.id).order_by(utc_instant(probe.c.ts), probe.c.id))
         )
     assert sql_order == sorted(moments, key=lambda k: (moments[k], k))
-    key = key_moment.replace(tzinfo=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    key = _key_text(key_moment)
     expected = {k for k, m in moments.items() if m >= key_moment.replace(tzinfo=UTC)}
     assert _after(target.engine, key) == expected
 

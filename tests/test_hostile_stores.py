@@ -75,7 +75,11 @@ OUT_OF_RANGE = [
     ("postgresql", FAR_FUTURE),
     ("postgresql", "infinity"),
     ("postgresql", "-infinity"),
+    ("sqlite", "0001-01-01 23:59:59.999999+00:00"),
+    ("postgresql", "0001-01-01 23:59:59.999999+00:00"),
 ]
+#: Early but in range (CONTRACT §1: from 0001-01-02): no clock finding, on either dialect.
+EARLY_IN_RANGE = ["0001-01-02 00:00:00+00:00", "0999-12-31 23:59:59+00:00"]
 
 
 def _target_of(request, dialect: str):
@@ -121,6 +125,15 @@ def test_an_instant_out_of_range_is_an_error_naming_it(
     assert not finding.success and finding.severity == "error"
     assert f"{where[0]}-far" in finding.message and stamp.split(" ")[0] in finding.message
     assert not report.success
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("stamp", EARLY_IN_RANGE)
+def test_an_early_instant_in_range_is_no_range_finding(request, quick_project, dialect, stamp):
+    target = _target_of(request, dialect)
+    _store_with(target, row_at=stamp, message_at=stamp)
+    report = run_check(quick_project, target.url, "pre_release")
+    assert result(report, "expect_timestamps_to_be_within_range").success
 
 
 @pytest.mark.parametrize("dialect, stamp", OUT_OF_RANGE)

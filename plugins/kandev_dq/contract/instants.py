@@ -104,7 +104,7 @@ class Instant:
     def rfc3339nano(self) -> str:
         """The key as Go's time.RFC3339Nano writes it: trailing fraction zeros trimmed."""
         fraction = f"{self.micro.microsecond:06d}{self.nanos:03d}".rstrip("0")
-        head = self.micro.strftime("%Y-%m-%dT%H:%M:%S")
+        head = wall_text(self.micro, "T")
         return f"{head}.{fraction}Z" if fraction else f"{head}Z"
 
     def __str__(self) -> str:
@@ -241,11 +241,18 @@ def is_recognised_stored(value: object) -> bool:
     return True
 
 
+def wall_text(value: datetime, sep: str) -> str:
+    """``YYYY-MM-DD{sep}HH:MM:SS`` of ``value``'s wall clock, the year always in four digits:
+    ``strftime("%Y")`` writes year 1 as ``1`` on glibc, and such a text compares wrongly
+    against every stored one (CONTRACT §1: 0001-01-02 is in range)."""
+    return value.replace(tzinfo=None).isoformat(sep=sep, timespec="seconds")
+
+
 def go_sqlite_text(value: datetime) -> str:
     """The form Go's SQLite driver stores: space, trimmed fraction, ``+00:00`` (CONTRACT §1)."""
     value = value.astimezone(UTC) if value.tzinfo else value
     fraction = f"{value.microsecond:06d}".rstrip("0")
-    head = value.strftime("%Y-%m-%d %H:%M:%S")
+    head = wall_text(value, " ")
     return f"{head}.{fraction}+00:00" if fraction else f"{head}+00:00"
 
 
@@ -254,7 +261,7 @@ def fixed_text(value: Instant | datetime) -> str:
     nanoseconds: CONTRACT §1, upstream's SQLite columns carry up to 9 digits)."""
     if isinstance(value, datetime):
         value = Instant.from_datetime(value)
-    return f"{value.micro.strftime('%Y-%m-%d %H:%M:%S.%f')}{value.nanos:03d}"
+    return f"{wall_text(value.micro, ' ')}.{value.micro.microsecond:06d}{value.nanos:03d}"
 
 
 def _with_separator(value: datetime, sep: str, suffix: str, trim: bool) -> str:
@@ -262,7 +269,7 @@ def _with_separator(value: datetime, sep: str, suffix: str, trim: bool) -> str:
     fraction = f"{value.microsecond:06d}"
     if trim:
         fraction = fraction.rstrip("0")
-    head = value.strftime(f"%Y-%m-%d{sep}%H:%M:%S")
+    head = wall_text(value, sep)
     return f"{head}.{fraction}{suffix}" if fraction else f"{head}{suffix}"
 
 
