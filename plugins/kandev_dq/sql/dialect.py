@@ -125,33 +125,44 @@ class recognised_utc_text(FunctionElement):  # noqa: N801
 @compiles(recognised_utc_text, "sqlite")
 def _recognised_sqlite(element, compiler, **kw):
     col = compiler.process(list(element.clauses)[0], **kw)
-    d = "[0-9]"
     # The digit classes already bound month, day, hour, minute and second to two digits
     # each; plain text comparisons finish the ranges. Only a day of 29-31 needs SQLite's
     # calendar: with a modifier SQLite normalises the date (2026-02-30 -> 2026-03-02), so
     # equality holds exactly for a real day. Cheap checks first: this runs on every row.
-    head = f"{d * 4}-[01]{d}-[0-3]{d}[ T][0-2]{d}:[0-5]{d}:[0-5]{d}*"
-    # After the seconds: an offset alone, or '.', 1-9 digits, then an offset. Past the '.',
-    # what the digits leave names the offset, and the length then bounds the digits.
-    fraction = (
-        f"CASE ltrim(substr({col}, 21), '0123456789') "
-        f"WHEN '' THEN length({col}) BETWEEN 21 AND 29 "
-        f"WHEN 'Z' THEN length({col}) BETWEEN 22 AND 30 "
-        f"WHEN '+00:00' THEN length({col}) BETWEEN 27 AND 35 "
-        f"WHEN '-00:00' THEN length({col}) BETWEEN 27 AND 35 ELSE 0 END"
-    )
     return (
         f"(CASE WHEN {col} IS NULL THEN NULL WHEN typeof({col}) = 'text' "
-        f"AND {col} GLOB '{head}' "
+        f"AND {_recognised_shape(col)} "
         f"AND substr({col}, 1, 4) <> '0000' "
         f"AND substr({col}, 6, 2) BETWEEN '01' AND '12' AND substr({col}, 9, 2) <> '00' "
         f"AND substr({col}, 12, 2) <= '23' "
         f"AND (substr({col}, 9, 2) <= '28' "
         f"OR date(substr({col}, 1, 10), '+0 days') = substr({col}, 1, 10)) "
-        f"AND (substr({col}, 20) IN ('', 'Z', '+00:00', '-00:00') "
-        f"OR (substr({col}, 20, 1) = '.' AND {fraction})) "
         f"THEN 1 ELSE 0 END)"
     )
+
+
+def _recognised_shapes() -> dict[int, list[str]]:
+    """The GLOB patterns of CONTRACT §1's text forms, by length: seconds, an optional ``.``
+    with 1-9 digits, then nothing, ``Z``, ``+00:00`` or ``-00:00``. At most three share one."""
+    d = "[0-9]"
+    seconds = f"{d * 4}-[01]{d}-[0-3]{d}[ T][0-2]{d}:[0-5]{d}:[0-5]{d}"
+    shapes: dict[int, list[str]] = {}
+    for zone, width in (("", 0), ("Z", 1), ("[+-]00:00", 6)):
+        shapes.setdefault(19 + width, []).append(seconds + zone)
+        for digits in range(1, 10):
+            shapes.setdefault(20 + digits + width, []).append(f"{seconds}.{d * digits}{zone}")
+    return dict(sorted(shapes.items()))
+
+
+def _recognised_shape(col: str) -> str:
+    """The value matches one of :func:`_recognised_shapes` whole. Dispatching on the length
+    tests one to three patterns per row; testing the part after the seconds apart (its
+    substrings, what its digits leave) cost twice as much over every message."""
+    whens = " ".join(
+        f"WHEN {length} THEN " + " OR ".join(f"{col} GLOB '{pattern}'" for pattern in patterns)
+        for length, patterns in _recognised_shapes().items()
+    )
+    return f"(CASE length({col}) {whens} ELSE 0 END)"
 
 
 @compiles(recognised_utc_text, "postgresql")
