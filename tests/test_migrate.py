@@ -709,6 +709,25 @@ def test_written_keys_are_rfc3339_nano(target, monkeypatch):
         assert parse_key(value).rfc3339nano() == value
 
 
+def test_backfill_through_of_an_early_year_is_a_well_formed_key(target):
+    """A history whose newest message lies before year 1000 (in range, CONTRACT §1) publishes
+    a key with its year in four digits, which reads back as itself (AC-24)."""
+    base_store(target, "amended")
+    seed(
+        target,
+        lambda c: (
+            add_session(c),
+            add_message(
+                c, "m1", subagent_metadata("tc-1"), created_at="0999-12-31 23:59:59.5+00:00"
+            ),
+        ),
+    )
+    assert run_migration(target).ok
+    through = keys(target)[BACKFILL_THROUGH]
+    assert through == "0999-12-31T23:59:59.5Z"
+    assert parse_key(through).rfc3339nano() == through
+
+
 def test_backfill_through_keeps_every_digit_of_a_nine_digit_column(sqlite_target):
     """Upstream's SQLite columns carry up to 9 fraction digits (CONTRACT §1): the published
     high-water mark is the true MAX, not its microsecond (seed point 1)."""
