@@ -273,6 +273,11 @@ def _with_separator(value: datetime, sep: str, suffix: str, trim: bool) -> str:
     return f"{head}.{fraction}{suffix}" if fraction else f"{head}{suffix}"
 
 
+def utc_text(value: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` in UTC: one form for an instant, whatever the dialect."""
+    return _with_separator(value, "T", "Z", trim=False)
+
+
 #: Every text form a UTC TIMESTAMP is known to take in a SQLite store (CONTRACT §1).
 STORAGE_FORMS = {
     "go": go_sqlite_text,

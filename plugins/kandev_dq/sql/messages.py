@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from kandev_dq.contract.instants import parse_stored, wall_text
+from kandev_dq.contract.instants import parse_stored, utc_text
 from kandev_dq.contract.tables import task_session_messages as messages
 from kandev_dq.sql.dialect import metadata_doc
 from kandev_dq.sql.shown import prepare, shown
@@ -221,23 +221,19 @@ def tolerating_unreadable_metadata(
 # --- capped samples ------------------------------------------------------------------------
 
 
-def _utc_text(value: datetime) -> str:
-    return f"{wall_text(value, 'T')}.{value.microsecond:06d}Z"
-
-
 def display(value: Any) -> Any:
     """A value made JSON-safe and dialect-neutral (timestamps as ``…Z`` UTC text)."""
     if isinstance(value, datetime):
-        return _utc_text(parse_stored(value))
+        return utc_text(parse_stored(value))
     if isinstance(value, str) and len(value) >= 19 and value[4] == "-" and value[10] in " T":
         try:
-            return _utc_text(parse_stored(value))
+            return utc_text(parse_stored(value))
         except ValueError:
             pass
         # PostgreSQL's text of a timestamptz (sample_of reads instants as text): "+00", or the
         # session's offset, never "+00:00".
         if _PG_TIMESTAMPTZ_TEXT.fullmatch(value):
-            return _utc_text(datetime.fromisoformat(value).astimezone(UTC))
+            return utc_text(datetime.fromisoformat(value).astimezone(UTC))
         return value
     if hasattr(value, "is_integer") and not isinstance(value, float | int):
         return int(value) if value == int(value) else float(value)
