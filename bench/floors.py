@@ -372,8 +372,6 @@ def rows(conn: sa.Connection, q: Sql) -> dict[str, Any]:
 
     rules = {
         "identity": " OR ".join(blank(c) for c in ("task_session_id", "task_id", "tool_call_id")),
-        "duplicate_rows": "key_rows > 1",
-        "duplicate_keys": "key_rows > 1 AND key_rank = 1",
         "source": "source IS NULL OR source NOT IN ('live', 'backfill')",
         "empty_text": " OR ".join(f"{c} = ''" for c in NULLABLE_TEXT),
         "negative_metric": " OR ".join(f"{c} < 0" for c in METRICS),
@@ -401,13 +399,16 @@ def rows(conn: sa.Connection, q: Sql) -> dict[str, Any]:
         f"coalesce(sum(CASE WHEN {pred} THEN 1 ELSE 0 END), 0) AS {name}"
         for name, pred in rules.items()
     )
+    duplicated = (
+        f"(SELECT count(*) AS key_rows FROM task_session_subagents GROUP BY {UNIQUE_KEY} "
+        "HAVING count(*) > 1) AS d"
+    )
     sql = f"""
 SELECT count(*) AS row_count,
+  (SELECT coalesce(sum(key_rows), 0) FROM {duplicated}) AS duplicate_rows,
+  (SELECT count(*) FROM {duplicated}) AS duplicate_keys,
   {sums}
-FROM (SELECT r.*, s.id AS parent_session,
-        count(*) OVER (PARTITION BY r.{UNIQUE_KEY.replace(", ", ", r.")}) AS key_rows,
-        row_number() OVER (PARTITION BY r.{UNIQUE_KEY.replace(", ", ", r.")} ORDER BY r.id)
-          AS key_rank
+FROM (SELECT r.*, s.id AS parent_session
       FROM task_session_subagents r LEFT JOIN task_sessions s ON s.id = r.task_session_id) AS c
 """
     return dict(conn.exec_driver_sql(sql).mappings().one())

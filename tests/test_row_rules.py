@@ -268,6 +268,23 @@ def test_duplicate_key_and_orphan_row_fail_when_constraints_are_bypassed(target,
     assert result(report, ORPHANS).observed_value == 1
 
 
+def test_duplicates_count_keys_and_the_rows_they_hold_apart(target, project):
+    """AC-3: two keys held by three rows and by two: 2 keys, 5 rows; a unique key beside them
+    is no duplicate."""
+    store = _unconstrained(target)
+    session = _healthy(store)
+    execution = str(uuid.uuid4())
+    for offset, (tool_call, rows) in enumerate({"toolu_3": 3, "toolu_2": 2, "toolu_1": 1}.items()):
+        at = AT + (offset + 2) * US
+        store.subagent_message(session, at, tool_call)
+        for _ in range(rows):
+            store.subagent_row(session, tool_call, at, agent_execution_id=execution)
+    report = nightly(project, target)
+    assert failed(report, "rows") == {UNIQUE: "error"}
+    unique = result(report, UNIQUE)
+    assert unique.observed_value == 2 and "hold 5 rows" in unique.message
+
+
 def test_reused_tool_call_id_in_another_execution_is_not_a_duplicate(store, target, project):
     session = _healthy(store)
     store.subagent_message(session, AT + 2 * US, "toolu_reused")
