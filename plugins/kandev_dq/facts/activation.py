@@ -32,12 +32,14 @@ from kandev_dq.facts.shapes import (
 )
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.sql.mapping import qualifies, subagent_messages
+from kandev_dq.sql.mapping import qualifies, read_once, subagent_messages
 from kandev_dq.sql.messages import display
 from kandev_dq.sql.scan import Counted, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 _LEGACY_TOLERANCE = timedelta(seconds=1)
+#: What coverage reads of a subagent message: its key, its identity (AC-21) and its creation.
+COVERAGE_FIELDS = ("id", "task_session_id", "task_id", "tool_call_id", "created_at")
 
 
 def describe_key(name: str, raw: str | None) -> DescribedKey:
@@ -110,7 +112,9 @@ def activation_facts(conn: sa.Connection) -> ActivationFacts:
         )
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
-        sm = subagent_messages()
+        # The key fields only, each read once per message (read_once).
+        keyed = subagent_messages(only=COVERAGE_FIELDS)
+        sm = read_once(sa.select(keyed)).subquery("keyed_messages")
         covered_until = instant_param("backfill_through", _just_after(through))
         covering = subagents.alias("covering")  # never correlated with the outer scan
         has_row = (

@@ -70,6 +70,13 @@ def fenced(select: sa.Select) -> sa.Select:
     return select.suffix_with("OFFSET 0", dialect="postgresql")
 
 
+def read_once(select: sa.Select) -> sa.Select:
+    """``select`` run as a step of its own on SQLite (``LIMIT -1 OFFSET 0``), each column
+    computed once per row: merged into the query that reads it, SQLite computes a column again
+    at each reference (a key field read in three predicates cost three JSON reads)."""
+    return select.suffix_with("LIMIT -1 OFFSET 0", dialect="sqlite")
+
+
 def message_documents(
     name: str,
     *,
