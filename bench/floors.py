@@ -133,6 +133,16 @@ class Sql:
             else (f"({left} IS DISTINCT FROM {right})")
         )
 
+    def differs_at(self, left: str, right: str) -> str:
+        """Two stored timestamps holding different instants; SQLite reads them only where the
+        texts differ (the unary + keeps column affinities from equating a text and a number)."""
+        if self.name != "sqlite":
+            return self.differs(left, right)
+        return (
+            f"(CASE WHEN typeof({left}) = 'text' AND +{left} = +{right} COLLATE BINARY THEN 0 "
+            f"ELSE {self.differs(self.ts(left), self.ts(right))} END)"
+        )
+
     def by_id(self, col: str) -> str:
         return f'{col} COLLATE "C"' if self.name == "postgresql" else f"{col} COLLATE BINARY"
 
@@ -443,10 +453,11 @@ def backfill_reconciliation(
         "text": f"{strict} AND ("
         + " OR ".join(d(f"b.{c}", f"e.{c}") for c in ("parent_tool_call_id", *TEXT_FIELDS))
         + f" OR {d('b.is_async', 'e.is_async')})",
-        "observed_at": f"{matched} AND {d(at('b.observed_at'), at('e.observed_at'))}",
-        "settled_at": f"{strict} AND ({d(at('b.settled_at'), at('e.settled_at'))} "
-        f"OR {d(at('b.updated_at'), at('e.updated_at'))})",
-        "winner": f"{matched} AND (b.id <> e.id OR {d(at('b.observed_at'), at('e.observed_at'))})",
+        "observed_at": f"{matched} AND {q.differs_at('b.observed_at', 'e.observed_at')}",
+        "settled_at": f"{strict} AND ({q.differs_at('b.settled_at', 'e.settled_at')} "
+        f"OR {q.differs_at('b.updated_at', 'e.updated_at')})",
+        "winner": f"{matched} AND (b.id <> e.id "
+        f"OR {q.differs_at('b.observed_at', 'e.observed_at')})",
         "orphan": "b.source = 'backfill' AND e.id IS NULL",
         "relabelled": "b.source = 'live' AND b.agent_execution_id = 'unknown' AND b.id = e.id "
         f"AND {at('b.observed_at')} = {at('e.observed_at')}",

@@ -30,6 +30,7 @@ from kandev_dq.sql.dialect import (
     at_or_after,
     before,
     instant_param,
+    instants_differ,
     json_flag,
     json_number,
     json_text,
@@ -217,6 +218,78 @@ def test_non_utc_postgres_session_time_zone(pg_target):
         assert _after(zoned, "2026-07-29T21:39:37.271235-04:00") == {"at", "late_same_day"}
     finally:
         zoned.dispose()
+
+
+pair_meta = sa.MetaData()
+pairs = sa.Table(
+    "instant_pairs",
+    pair_meta,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("stored", StoredTimestamp),
+    sa.Column("other", StoredTimestamp),
+)
+#: (stored, other, whether they hold different instants), by name.
+PAIRS = {
+    "one text": ("2026-07-30 01:39:37.271235", "2026-07-30 01:39:37.271235", False),
+    "one instant, two forms": ("2026-07-30T01:39:37.27Z", "2026-07-30 01:39:37.270000", False),
+    "one microsecond apart": ("2026-07-30 01:39:37.271235", "2026-07-30 01:39:37.271236", True),
+    "whole second and fraction": ("2026-07-30 01:39:37", "2026-07-30 01:39:37.000001", True),
+    "both NULL": (None, None, False),
+    "NULL beside an instant": (None, "2026-07-30 01:39:37", True),
+    "an instant beside NULL": ("2026-07-30 01:39:37", None, True),
+}
+
+
+def test_instants_differ_compares_the_instants_not_the_texts(target):
+    """The backfill reconciliation's comparison (AC-1a, AC-23a): NULL-safe, exact, and blind
+    to the stored form; SQLite's shortcut on identical texts changes no answer."""
+    sqlite = target.engine.dialect.name == "sqlite"
+
+    def stored(value):
+        return value if sqlite or value is None else parse_stored(value)
+
+    with target.engine.begin() as conn:
+        pair_meta.drop_all(conn)
+        pair_meta.create_all(conn)
+        conn.execute(
+            pairs.insert(),
+            [{"id": k, "stored": stored(a), "other": stored(b)} for k, (a, b, _) in PAIRS.items()],
+        )
+        read = dict(
+            conn.execute(
+                sa.select(pairs.c.id, instants_differ(pairs.c.stored, pairs.c.other))
+            ).all()
+        )
+    assert {k: bool(v) for k, v in read.items()} == {k: d for k, (_, _, d) in PAIRS.items()}
+
+
+def test_instants_differ_on_any_sqlite_value_answers_as_the_exact_readings(sqlite_target):
+    """Numbers, numeric-looking text, BLOBs and texts in no recognised form, in columns with
+    and without an affinity: the shortcut answers exactly as comparing the readings does."""
+    values = [
+        "2026-07-30 01:39:37.5",
+        "2026-07-30T01:39:37.500Z",
+        "100",
+        100,
+        100.0,
+        "1e2",
+        b"2026-07-30 01:39:37.5",
+        "30/07/2026",
+        "",
+        None,
+    ]
+    with sqlite_target.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE raw_pairs (a TIMESTAMP, b TIMESTAMP, c, d)")
+        conn.exec_driver_sql(
+            "INSERT INTO raw_pairs VALUES (?, ?, ?, ?)",
+            [(x, y, x, y) for x in values for y in values],
+        )
+        raw = sa.table("raw_pairs", *(sa.column(n) for n in "abcd"))
+        for left_name, right_name in [("a", "b"), ("c", "d"), ("a", "d"), ("c", "b")]:
+            left, right = raw.c[left_name], raw.c[right_name]
+            exact = utc_instant(left).is_distinct_from(utc_instant(right))
+            rows = conn.execute(sa.select(left, right, instants_differ(left, right), exact)).all()
+            assert [row[:2] for row in rows if bool(row[2]) != bool(row[3])] == []
 
 
 _instants = st.one_of(

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.facts.shapes import BackfillFacts
-from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
+from kandev_dq.sql.dialect import at_or_after, instant_param, instants_differ, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import (
@@ -191,10 +191,6 @@ def _differs(left, right) -> sa.ColumnElement[bool]:
     return left.is_distinct_from(right)
 
 
-def _differs_at(left, right) -> sa.ColumnElement[bool]:
-    return utc_instant(left).is_distinct_from(utc_instant(right))
-
-
 def _compare(
     conn: sa.Connection, shape: SubagentsShape, capture: Instant | None, window_minutes: float
 ) -> _Comparison:
@@ -276,7 +272,7 @@ def _losers(cmp: _Comparison) -> _Losers:
     # plainly the winner's are counted in the one statement, and only when there are any is
     # a second statement joined (on the key, never correlated per row) to the losers.
     not_the_winner = sa.and_(
-        matched, sa.or_(b.id != e.id, _differs_at(b.observed_at, e.observed_at))
+        matched, sa.or_(b.id != e.id, instants_differ(b.observed_at, e.observed_at))
     )
     sm = subagent_messages("loser_candidates")
     losers = (
@@ -342,12 +338,13 @@ def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.Column
             ),
         ),
         # AC-1a: observed_at is the message's created_at, exactly.
-        "observed_at": sa.and_(matched, _differs_at(b.observed_at, e.observed_at)),
+        "observed_at": sa.and_(matched, instants_differ(b.observed_at, e.observed_at)),
         # AC-23a: settled_at = updated_at iff terminal; updated_at = the message's updated_at.
         "settled_at": sa.and_(
             strict,
             sa.or_(
-                _differs_at(b.settled_at, e.settled_at), _differs_at(b.updated_at, e.updated_at)
+                instants_differ(b.settled_at, e.settled_at),
+                instants_differ(b.updated_at, e.updated_at),
             ),
         ),
         # AC-21b: candidates only; the family is the candidates carrying a loser's values.

@@ -105,6 +105,38 @@ def _utc_instant_latest_postgresql(element, compiler, **kw):
     )
 
 
+class instants_differ(FunctionElement):  # noqa: N801
+    """Two timestamp values holding different instants, NULL-safe: ``IS DISTINCT FROM`` over
+    their :class:`utc_instant` readings.
+
+    SQLite first compares the two stored texts byte for byte: one text is one instant, so the
+    exact reading (a dozen string functions per side) is built only where they differ. A pair
+    the backfill copied reads as equal that way (AC-1a, AC-23a). The unary ``+`` strips the
+    columns' affinities: a TIMESTAMP column would otherwise read the text ``'1e2'`` beside it
+    as the number 100, and call it equal to a stored 100 whose reading differs.
+    """
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+
+@compiles(instants_differ, "sqlite")
+def _instants_differ_sqlite(element, compiler, **kw):
+    left_value, right_value = list(element.clauses)
+    left, right = (compiler.process(v, **kw) for v in (left_value, right_value))
+    exact = (compiler.process(utc_instant(v), **kw) for v in (left_value, right_value))
+    return (
+        f"(CASE WHEN typeof({left}) = 'text' AND +{left} = +{right} COLLATE BINARY THEN 0 "
+        f"ELSE ({' IS NOT '.join(exact)}) END)"
+    )
+
+
+@compiles(instants_differ, "postgresql")
+def _instants_differ_postgresql(element, compiler, **kw):
+    left, right = (compiler.process(utc_instant(v), **kw) for v in element.clauses)
+    return f"({left} IS DISTINCT FROM {right})"
+
+
 class recognised_utc_text(FunctionElement):  # noqa: N801
     """True when a TIMESTAMP column's value is one the exact-instant construct reads exactly.
 
