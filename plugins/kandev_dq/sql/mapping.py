@@ -71,10 +71,12 @@ def fenced(select: sa.Select) -> sa.Select:
 
 
 def read_once(select: sa.Select) -> sa.Select:
-    """``select`` run as a step of its own on SQLite (``LIMIT -1 OFFSET 0``), each column
-    computed once per row: merged into the query that reads it, SQLite computes a column again
-    at each reference (a key field read in three predicates cost three JSON reads)."""
-    return select.suffix_with("LIMIT -1 OFFSET 0", dialect="sqlite")
+    """``select`` run as a step of its own, each column computed once per row: merged into the
+    query that reads it, a column is computed again at each reference (SQLite decoded a key
+    field read in three predicates three times; PostgreSQL, probing an index per message,
+    once per row the probe met). :func:`fenced` on PostgreSQL, ``LIMIT -1 OFFSET 0`` on
+    SQLite."""
+    return fenced(select).suffix_with("LIMIT -1 OFFSET 0", dialect="sqlite")
 
 
 def message_documents(
