@@ -212,22 +212,17 @@ def row_facts(conn: sa.Connection) -> RowFacts:
     # beside the scan: a window in the scan passed every column of every row through a sorter
     # (a third of the statement's time on SQLite). Its samples and listing read the window.
     duplicated = _duplicated_keys(amended)
-    conditions = {
-        name: Counted(
-            when=None if name == "duplicate_rows" else pred(plain.c),
-            count=(
-                sa.select(sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0)).scalar_subquery()
-                if name == "duplicate_rows"
-                else None
-            ),
-            sample=_sample(
-                scanned if name == "duplicate_rows" else plain,
-                pred,
-                [*identity, "observed_at", *shown],
-            ),
-        )
-        for name, (pred, shown) in rules.items()
-    }
+    held_rows = sa.select(sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0))
+
+    def condition(name: str, pred: Predicate, shown: tuple[str, ...]) -> Counted:
+        columns = [*identity, "observed_at", *shown]
+        if name == "duplicate_rows":
+            return Counted(
+                count=held_rows.scalar_subquery(), sample=_sample(scanned, pred, columns)
+            )
+        return Counted(when=pred(plain.c), sample=_sample(plain, pred, columns))
+
+    conditions = {name: condition(name, pred, shown) for name, (pred, shown) in rules.items()}
     first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
     extra = [
         sa.select(sa.func.count())
