@@ -64,6 +64,35 @@ def test_rules_needs_no_project_and_no_gx(tmp_path):
     assert "expect_activation_keys_to_be_write_once" in done.stdout
 
 
+def test_loading_gx_leaves_the_collector_running_and_gx_frozen(tmp_path):
+    # The collector is paused only while GX loads: a command that then reads a big store
+    # must still free its cycles, also when the load fails.
+    script = (
+        "import gc, sys\n"
+        "from kandev_dq.cli import _loading_gx\n"
+        "try:\n"
+        "    with _loading_gx():\n"
+        "        raise ImportError('no GX here')\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "assert gc.isenabled(), 'collector left off after a failed load'\n"
+        "before = gc.get_freeze_count()\n"
+        "with _loading_gx():\n"
+        "    assert not gc.isenabled()\n"
+        "    import great_expectations\n"
+        "assert gc.isenabled(), 'collector left off after loading GX'\n"
+        "assert gc.get_freeze_count() > before + 100_000, gc.get_freeze_count()\n"
+        "with _loading_gx():\n"
+        "    assert gc.isenabled(), 'paused although GX was already loaded'\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def _rules_on(console: Console, monkeypatch) -> str:
     monkeypatch.setattr(cli, "out", console)
     done = CliRunner().invoke(cli.app, ["rules"])
