@@ -345,11 +345,14 @@ def check_process(store: Copy, project: Path, checkpoint: str) -> ProcessRun:
     return run
 
 
-def gx_baseline(project: Path) -> ProcessRun:
-    code = (
-        "import great_expectations as gx; "
-        f"gx.get_context(mode='file', context_root_dir={str(project)!r})"
-    )
+def gx_baseline(project: Path, collector_paused: bool = False) -> ProcessRun:
+    """GX's import + ``get_context`` as a process: as GX loads by default, or (``collector_paused``)
+    as kandev-dq's commands load it, with the cyclic collector paused while GX imports and what
+    loaded frozen (the same three calls, written here, not imported from kandev-dq)."""
+    load = "import great_expectations as gx; "
+    if collector_paused:
+        load = f"import gc; gc.disable(); {load}gc.freeze(); gc.enable(); "
+    code = f"{load}gx.get_context(mode='file', context_root_dir={str(project)!r})"
     return run_process([sys.executable, "-c", code])
 
 

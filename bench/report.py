@@ -117,21 +117,28 @@ def render(info: dict, results: list[dict], quick: dict[str, list[float]] | None
         "the distinct subagent keys, plus one scan of the subagent rows: what any checker "
         "must read, whatever its rules. SQL ratio = kandev-dq's facts in process / single "
         "pass; process ratio = the whole `check` process / (GX import + `get_context` + single "
-        "pass); overhead = the whole process - GX import + `get_context` - kandev-dq's facts.",
+        "pass); overhead = the whole process - GX import + `get_context` - kandev-dq's facts. "
+        "kandev-dq loads GX with the cyclic collector paused, which makes that load itself "
+        "faster than GX's default one: the last column subtracts GX's import + `get_context` "
+        "loaded that way instead (measured in the same round), so it is the time kandev-dq "
+        "spends beyond loading GX and reading the store (its own imports, GX's run machinery, "
+        "data docs).",
         "",
         "| dialect | scale | single pass (s) | checkpoint | SQL ratio | process ratio | "
-        "overhead (s) |",
-        "|---|---:|---:|---|---:|---:|---:|",
+        "overhead (s) | GX import + context, paused (s) | overhead beyond it (s) |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if not r.get("single_pass"):
             continue
         single, base = _m(r["single_pass"]), _m(r["baseline"])
+        paused = _m(r["baseline_paused"])
         for cp in ("pre_release", "nightly"):
             facts, process = _m(r["facts"][cp]), _m(r["process"][cp])
             lines.append(
                 f"| {r['dialect']} | {r['scale']} | {single:.2f} | {cp} | {facts / single:.2f}× "
-                f"| {process / (base + single):.2f}× | {process - base - facts:.2f} |"
+                f"| {process / (base + single):.2f}× | {process - base - facts:.2f} "
+                f"| {paused:.2f} | {process - paused - facts:.2f} |"
             )
     lines += [
         "",
@@ -276,9 +283,11 @@ def _targets(results: list[dict], growth) -> list[str]:
             for cp, most in SINGLE_PASS_RATIO.items():
                 ratio = _m(r["facts"][cp]) / single
                 over = _m(r["process"][cp]) - gx - _m(r["facts"][cp])
+                beyond = _m(r["process"][cp]) - _m(r["baseline_paused"]) - _m(r["facts"][cp])
                 parts.append(
                     f"{cp} SQL {ratio:.2f}× the single pass (≤ {most}×: {_ok(ratio <= most)}), "
-                    f"overhead {over:.2f} s (≤ {OVERHEAD_S:.0f} s: {_ok(over <= OVERHEAD_S)})"
+                    f"overhead {over:.2f} s (≤ {OVERHEAD_S:.0f} s: {_ok(over <= OVERHEAD_S)}; "
+                    f"{beyond:.2f} s beyond GX loaded as kandev-dq loads it)"
                 )
             lines.append(f"- {dialect} against the single pass: " + "; ".join(parts))
         mine = [g for g in growth if g[0] == dialect]

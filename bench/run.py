@@ -106,6 +106,7 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         "process_rss": {cp: [] for cp in CHECKPOINTS},
         "baseline": [],
         "baseline_rss": [],
+        "baseline_paused": [],
         "huge_value_rss": None,
         "disagreements": [],
         "plans": [],
@@ -158,6 +159,8 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         base = measure.gx_baseline(fresh)
         result["baseline"].append(base.seconds)
         result["baseline_rss"].append(base.peak_rss_mb)
+        fresh = measure.fresh_project(project, runs_folder / "baseline")
+        result["baseline_paused"].append(measure.gx_baseline(fresh, collector_paused=True).seconds)
         for cp in CHECKPOINTS:
             fresh = measure.fresh_project(project, runs_folder / cp)
             run = measure.check_process(migrated, fresh, cp)
