@@ -57,11 +57,7 @@ def test_rules_needs_no_project_and_no_gx(tmp_path):
         "    assert not done.code, done.code\n"
         "assert 'great_expectations' not in sys.modules, 'rules imported GX'\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    assert "expect_activation_keys_to_be_write_once" in done.stdout
+    assert "expect_activation_keys_to_be_write_once" in _in_a_fresh_interpreter(script, tmp_path)
 
 
 def test_loading_gx_leaves_the_collector_running_and_gx_frozen(tmp_path):
@@ -86,11 +82,14 @@ def test_loading_gx_leaves_the_collector_running_and_gx_frozen(tmp_path):
         "    assert gc.isenabled(), 'paused although GX was already loaded'\n"
         "print('ok')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True
-    )
+    assert _in_a_fresh_interpreter(script, tmp_path).strip() == "ok"
+
+
+def _in_a_fresh_interpreter(script: str, cwd) -> str:
+    """``script``'s stdout, run by a new Python (nothing of this test process loaded)."""
+    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    return done.stdout
 
 
 def _rules_on(console: Console, monkeypatch) -> str:
