@@ -436,7 +436,8 @@ def _doc_text(element, compiler, **kw) -> str:
     unreadable = []
     if element.mentions is not None and compiler.dialect.name == "postgresql":
         unreadable.append(
-            f"NOT (strpos({col}, {_quoted(element.mentions)}) > 0 OR strpos({col}, '\\u') > 0)"
+            f"NOT (strpos({col}, {_quoted(element.mentions)}) > 0 "
+            f"OR {_holds_escape(col, _percent(compiler))})"
         )
     if compiler.dialect.name == "postgresql":
         unreadable.append(f"{col} IS NULL OR btrim({col}) IN ('', 'null')")
@@ -584,7 +585,7 @@ def _needs_exact(
     ``doc`` is the document ``text`` reads as (see :data:`_READ_IN_TWO_OBJECTS`).
     """
     repeated = [_repeated_text(text, doc, name, dialect, percent) for name in dict.fromkeys(path)]
-    return "(" + " OR ".join([_escaped_text(text, dialect), *repeated]) + ")"
+    return "(" + " OR ".join([_escaped_text(text, dialect, percent), *repeated]) + ")"
 
 
 #: What an escaped spelling of a read name (or of the kind) needs: each is lowercase ASCII
@@ -594,11 +595,17 @@ def _needs_exact(
 _NAME_ESCAPE = "\\u00[5-7][0-9A-Fa-f]"
 
 
-def _escaped_text(text: str, dialect: str) -> str:
+def _escaped_text(text: str, dialect: str, percent: str = "%") -> str:
     if dialect == "sqlite":
         return f"{text} GLOB '*{_NAME_ESCAPE}*'"
     # The regular expression only runs on the rare text holding an escape at all.
-    return f"(strpos({text}, '\\u') > 0 AND {text} ~ '\\{_NAME_ESCAPE}')"
+    return f"({_holds_escape(text, percent)} AND {text} ~ '\\{_NAME_ESCAPE}')"
+
+
+def _holds_escape(text: str, percent: str) -> str:
+    """PostgreSQL: ``text`` holds ``\\u``. LIKE, not ``strpos``: over every message, strpos of
+    these two characters cost 2.4 times LIKE's time (0.10 s against 0.04 s per 278k)."""
+    return f"{text} LIKE '{percent}\\\\u{percent}'"
 
 
 def _percent(compiler) -> str:
@@ -611,6 +618,8 @@ def _occurs(text: str, name: str, times: int, dialect: str, percent: str) -> str
     quoted = f'"{name}"'
     if dialect == "sqlite":
         return f"{text} GLOB {_quoted('*' + (quoted + '*') * times)}"
+    if times == 1:  # strpos finds a long needle in half of LIKE's time (0.02 s against 0.05 s)
+        return f"strpos({text}, {_quoted(quoted)}) > 0"
     literal = quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"{text} LIKE {_quoted('%' + (literal + '%') * times).replace('%', percent)}"
 
@@ -661,7 +670,7 @@ def _may_repeat(
     names = " OR ".join(groups)
     if mentioning is not None:
         names = f"{_occurs(text, mentioning, 1, dialect, percent)} AND ({names})"
-    return f"({_escaped_text(text, dialect)} OR ({names}))"
+    return f"({_escaped_text(text, dialect, percent)} OR ({names}))"
 
 
 def _sqlite_object(doc: str, steps: tuple[str, ...]) -> str:
@@ -829,7 +838,8 @@ def _may_hold_string_sqlite(element, compiler, **kw):
 def _may_hold_string_postgresql(element, compiler, **kw):
     stored = compiler.process(list(element.clauses)[0], **kw)
     value = _quoted(f'"{element.value}"')
-    return f"(strpos({stored}, {value}) > 0 OR {_escaped_text(stored, 'postgresql')})"
+    escaped = _escaped_text(stored, "postgresql", _percent(compiler))
+    return f"(strpos({stored}, {value}) > 0 OR {escaped})"
 
 
 class _NamesAlong(FunctionElement):
