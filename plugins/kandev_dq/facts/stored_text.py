@@ -19,9 +19,11 @@
 
 On SQLite one statement reads ``task_session_messages`` once for its text forms and metadata
 (and one reads ``task_session_subagents`` for its text forms); PostgreSQL needs no text-form
-scan (typed columns), and its metadata scan is skipped entirely when an earlier family of the
-same snapshot already located the unreadable rows. A second read of the messages walks the
-names of those whose text may repeat one, only when there are any.
+test (typed columns), and its one read of the messages also parses every document: a document
+it cannot parse fails the statement, and the snapshot's reading then locates the unreadable
+ones and runs this again with them read as ``{}``
+(:func:`kandev_dq.sql.messages.tolerating_unreadable_metadata`). A second read of the messages
+walks the names of those whose text may repeat one, only when there are any.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
 from kandev_dq.facts.shapes import StoredTextFacts
@@ -46,7 +49,6 @@ from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
     display,
-    locate_unreadable_metadata,
     unreadable_sqlite,
 )
 from kandev_dq.sql.scan import Counted, Part, counted_scan, part
@@ -100,18 +102,15 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     sqlite = conn.dialect.name == "sqlite"
     m = task_session_messages
     facts: dict[str, Any] = {"dialect": conn.dialect.name}
-    ids: tuple[str, ...] | None = None
-    if not sqlite:
-        found = current_unreadable() or Unreadable()
-        if found.ids is None:  # no earlier family of this snapshot has looked
-            found.ids = locate_unreadable_metadata(conn)
-        ids = found.ids
+    found = current_unreadable() or Unreadable()
+    # PostgreSQL: the unreadable ids, once located in this snapshot (None: none has failed).
+    ids = None if sqlite else found.ids
     shape = observe_subagents(conn)
 
     # ONE pass over the messages: every condition below is counted in the same statement
     # (AC-23b metadata, AC-19 repeated names, CONTRACT §1 timestamp forms and range); only
     # messages whose text may repeat a name are walked afterwards, if there are any.
-    docs = _message_documents(ids)
+    docs = _message_documents(ids, sqlite)
     message_conditions = {
         f"may_repeat.{n}": Counted(when=test) for n, test in enumerate(_may_repeat(docs))
     }
@@ -121,7 +120,12 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     message_conditions.update(
         {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
     )
-    counts, parts = counted_scan(conn, message_conditions, select_from=docs)
+    # Until the unreadable ids are known, the same pass parses every document (AC-23b): one
+    # that PostgreSQL cannot parse fails it (parsed in a scan of its own: 0.12 s more at 1.1M).
+    parsed = [] if sqlite or ids is not None else [sa.func.count(sa.cast(docs.c.doc, JSONB))]
+    counts, parts = counted_scan(conn, message_conditions, select_from=docs, extra=parsed)
+    if parsed:
+        ids = found.ids = ()  # every document parsed: none is unreadable
     unreadable_count = int(counts["unreadable"]) + (len(ids) if ids is not None else 0)
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
     candidates = sum(int(counts[name]) for name in message_conditions if "may_repeat" in name)
@@ -174,7 +178,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     return facts
 
 
-def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
+def _message_documents(ids: tuple[str, ...] | None, sqlite: bool) -> sa.Subquery:
     """Each message's metadata read once as text with every member kept (the unreadable
     ``ids`` as ``{}``), beside the columns the other conditions read. Never fenced: a fenced
     SQLite subquery hands each reference its own copy of the document (a 50 MB one cost
@@ -185,7 +189,7 @@ def _message_documents(ids: tuple[str, ...] | None) -> sa.Subquery:
     columns = [m.c.id, m.c.task_session_id, *(m.c[n] for n in TIMESTAMP_COLUMNS[m.name])]
     # Which metadata the reading takes as {} (AC-23b): SQLite's json_valid decides; on
     # PostgreSQL, beside the located ``ids``, the documents nested past the depth limit.
-    unreadable = unreadable_sqlite(m.c.metadata) if ids is None else _too_deep(ids)
+    unreadable = unreadable_sqlite(m.c.metadata) if sqlite else _too_deep(ids or ())
     columns.append(unreadable.label("unreadable"))
     return sa.select(*columns, doc.label("doc"), m.c.metadata).subquery("docs")
 
