@@ -595,7 +595,7 @@ def _needs_exact(
 _NAME_ESCAPE = "\\u00[5-7][0-9A-Fa-f]"
 
 
-def _escaped_text(text: str, dialect: str, percent: str = "%") -> str:
+def _escaped_text(text: str, dialect: str, percent: str) -> str:
     if dialect == "sqlite":
         return f"{text} GLOB '*{_NAME_ESCAPE}*'"
     # The regular expression only runs on the rare text holding an escape at all.
@@ -830,7 +830,8 @@ class may_hold_string(FunctionElement):  # noqa: N801
 def _may_hold_string_sqlite(element, compiler, **kw):
     stored = compiler.process(list(element.clauses)[0], **kw)
     return (
-        f"({_occurs(stored, element.value, 1, 'sqlite', '%')} OR {_escaped_text(stored, 'sqlite')})"
+        f"({_occurs(stored, element.value, 1, 'sqlite', '%')} "
+        f"OR {_escaped_text(stored, 'sqlite', '%')})"
     )
 
 
