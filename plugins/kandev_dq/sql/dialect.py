@@ -579,12 +579,13 @@ def _needs_exact(
 
     Any escaped spelling of a plain name needs :data:`_NAME_ESCAPE`; a repeated name shows its
     quoted text more often than a well-formed document does. A pattern with one more occurrence
-    than allowed finds it without allocating (this runs over every message's document): GLOB on
-    SQLite, LIKE on PostgreSQL (where counting with ``replace`` copied each document per name).
-    ``percent`` is how the statement spells LIKE's ``%`` (doubled for a ``format`` driver).
+    than allowed finds it (this runs over every message's document): GLOB on SQLite, where
+    counting with ``replace`` cost more; on PostgreSQL ``replace`` counts them in less time than
+    LIKE's pattern takes. ``percent`` is how the statement spells LIKE's ``%`` (doubled for a
+    ``format`` driver) in the escape test.
     ``doc`` is the document ``text`` reads as (see :data:`_READ_IN_TWO_OBJECTS`).
     """
-    repeated = [_repeated_text(text, doc, name, dialect, percent) for name in dict.fromkeys(path)]
+    repeated = [_repeated_text(text, doc, name, dialect) for name in dict.fromkeys(path)]
     return "(" + " OR ".join([_escaped_text(text, dialect, percent), *repeated]) + ")"
 
 
@@ -613,26 +614,28 @@ def _percent(compiler) -> str:
     return "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
 
 
-def _occurs(text: str, name: str, times: int, dialect: str, percent: str) -> str:
-    """``name``'s quoted text appears at least ``times`` times in ``text``."""
+def _occurs(text: str, name: str, times: int, dialect: str) -> str:
+    """``name``'s quoted text appears at least ``times`` times in ``text`` (never overlapping)."""
     quoted = f'"{name}"'
     if dialect == "sqlite":
         return f"{text} GLOB {_quoted('*' + (quoted + '*') * times)}"
     if times == 1:  # strpos finds a long needle in half of LIKE's time (0.02 s against 0.05 s)
         return f"strpos({text}, {_quoted(quoted)}) > 0"
-    literal = quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"{text} LIKE {_quoted('%' + (literal + '%') * times).replace('%', percent)}"
+    # What removing every occurrence takes away counts them: 0.45 of the time of LIKE's
+    # '%"name"%"name"%' (eleven names over 105k subagent messages: 0.21 s against 0.48 s).
+    removed = f"octet_length({text}) - octet_length(replace({text}, {_quoted(quoted)}, ''))"
+    return f"{removed} >= {times * len(quoted.encode())}"
 
 
-def _repeated_text(text: str, doc: str, name: str, dialect: str, percent: str) -> str:
+def _repeated_text(text: str, doc: str, name: str, dialect: str) -> str:
     usual = _WELL_FORMED_OCCURRENCES.get(name, 1)
-    more = _occurs(text, name, usual + 1, dialect, percent)
+    more = _occurs(text, name, usual + 1, dialect)
     if name not in _READ_IN_TWO_OBJECTS:
         return more
     absent = " OR ".join(
         _member_absent(doc, (*steps, name), dialect) for steps in _READ_IN_TWO_OBJECTS[name]
     )
-    return f"({more} OR ({_occurs(text, name, usual, dialect, percent)} AND ({absent})))"
+    return f"({more} OR ({_occurs(text, name, usual, dialect)} AND ({absent})))"
 
 
 def _member_absent(doc: str, path: tuple[str, ...], dialect: str) -> str:
@@ -663,13 +666,13 @@ def _may_repeat(
         tested.update(fresh)
         if not fresh:
             continue
-        repeated = " OR ".join(_repeated_text(text, doc, name, dialect, percent) for name in fresh)
+        repeated = " OR ".join(_repeated_text(text, doc, name, dialect) for name in fresh)
         if steps:
-            repeated = f"{_occurs(text, steps[-1], 1, dialect, percent)} AND ({repeated})"
+            repeated = f"{_occurs(text, steps[-1], 1, dialect)} AND ({repeated})"
         groups.append(f"({repeated})")
     names = " OR ".join(groups)
     if mentioning is not None:
-        names = f"{_occurs(text, mentioning, 1, dialect, percent)} AND ({names})"
+        names = f"{_occurs(text, mentioning, 1, dialect)} AND ({names})"
     return f"({_escaped_text(text, dialect, percent)} OR ({names}))"
 
 
@@ -830,8 +833,7 @@ class may_hold_string(FunctionElement):  # noqa: N801
 def _may_hold_string_sqlite(element, compiler, **kw):
     stored = compiler.process(list(element.clauses)[0], **kw)
     return (
-        f"({_occurs(stored, element.value, 1, 'sqlite', '%')} "
-        f"OR {_escaped_text(stored, 'sqlite', '%')})"
+        f"({_occurs(stored, element.value, 1, 'sqlite')} OR {_escaped_text(stored, 'sqlite', '%')})"
     )
 
 
