@@ -506,6 +506,76 @@ def test_repeated_names_are_named_where_the_rules_read_them(target):
     assert named == ["kind-twice", "subagent-status-twice"]
 
 
+_STATUS_IN_EACH = (
+    '{"tool_call_id": "t", "status": "completed", "normalized": {"kind": "subagent_task", '
+    '"subagent_task": {"status": "completed"}}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("metadata", "repeated"),
+    [
+        (_STATUS_IN_EACH, False),
+        (_STATUS_IN_EACH.replace('{"status": "completed"}', '{"model": "m"}'), False),
+        (
+            _STATUS_IN_EACH.replace(
+                '{"status": "completed"}', '{"status": "a", "status": "b"}'
+            ).replace('"status": "completed", "normalized"', '"normalized"'),
+            True,
+        ),
+        (
+            _STATUS_IN_EACH.replace('{"status": "completed"}', '{"model": "m"}').replace(
+                '"status": "completed"', '"status": "a", "status": "b"'
+            ),
+            True,
+        ),
+        (
+            _STATUS_IN_EACH.replace('{"status": "completed"}', '[{"status": "x"}]').replace(
+                '"status": "completed"', '"status": "a"'
+            ),
+            False,
+        ),
+        (
+            _STATUS_IN_EACH.replace('{"status": "completed"}', "[1]").replace(
+                '"status": "completed"', '"status": "a", "status": "b"'
+            ),
+            True,
+        ),
+    ],
+    ids=[
+        "one-in-each",
+        "one-in-root",
+        "twice-in-task",
+        "twice-in-root",
+        "array-task",
+        "twice-in-root-array-task",
+    ],
+)
+def test_a_name_read_in_two_objects_is_named_when_one_object_repeats_it(target, metadata, repeated):
+    """AC-23b, AC-19: ``status`` is read at the top and in ``normalized.subagent_task``, so a
+    well-formed subagent message writes it twice. Written twice with one object lacking it, the
+    two are one object's repeated member: named, though nothing else in the store sends the scan
+    to the exact walk. Written once in each object, no message is walked at all."""
+    from kandev_dq.facts.stored_text import stored_text_facts
+
+    target.create_base(subagents=None)
+    with target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "only", metadata, created_at=at(1))
+    opened = open_store(target.url)
+    try:
+        with StatementLog() as log:
+            facts = facts_for(opened.engine, "stored_text", stored_text_facts)
+    finally:
+        opened.dispose()
+    assert [row["id"] for row in facts["repeated_names"]["sample"]] == (
+        ["only"] if repeated else []
+    )
+    scans = [s for s in log.statements if f"FROM {schema.task_session_messages.name}" in s]
+    if metadata == _STATUS_IN_EACH:
+        assert len(scans) == 1  # nothing walked
+
+
 def test_a_kind_spelled_with_escapes_is_still_a_subagent_message(target):
     """AC-21, AC-19: the text test that spares most messages a parse lets every spelling of the
     kind through."""

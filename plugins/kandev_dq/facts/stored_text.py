@@ -28,10 +28,10 @@ walks the names of those whose text may repeat one, only when there are any.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages
 from kandev_dq.facts.shapes import StoredTextFacts
@@ -42,6 +42,7 @@ from kandev_dq.sql.dialect import (
     metadata_too_deep,
     recognised_utc_text,
     repeated_member,
+    unpaired_names,
 )
 from kandev_dq.sql.listing import listing_of, listing_of_union, union_of
 from kandev_dq.sql.mapping import FIELD_PATHS, KIND_PATH, SUBAGENT_KIND
@@ -112,7 +113,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     # messages whose text may repeat a name are walked afterwards, if there are any.
     docs = _message_documents(ids, sqlite)
     message_conditions = {
-        f"may_repeat.{n}": Counted(when=test) for n, test in enumerate(_may_repeat(docs))
+        f"may_repeat.{n}": Counted(when=test) for n, test in enumerate(_may_repeat(docs, sqlite))
     }
     message_conditions["unreadable"] = Counted(when=docs.c.unreadable)
     if sqlite:
@@ -120,11 +121,23 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     message_conditions.update(
         {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
     )
-    # Until the unreadable ids are known, the same pass parses every document (AC-23b): one
-    # that PostgreSQL cannot parse fails it (parsed in a scan of its own: 0.12 s more at 1.1M).
-    parsed = [] if sqlite or ids is not None else [sa.func.count(sa.cast(docs.c.doc, JSONB))]
-    counts, parts = counted_scan(conn, message_conditions, select_from=docs, extra=parsed)
-    if parsed:
+    # PostgreSQL: until the unreadable ids are known, the same pass parses every document
+    # (AC-23b): one it cannot parse fails it (parsed in a scan of its own: 0.12 s more at
+    # 1.1M). That parse also answers the name test that reads the document (unpaired_names).
+    parses_every = not sqlite and ids is None
+    if not sqlite:
+        unpaired = unpaired_names(
+            docs.c.doc,
+            docs.c.metadata,
+            *FIELD_PATHS,
+            mentioning=SUBAGENT_KIND,
+            parse_every=parses_every,
+        )
+        message_conditions["may_repeat.unpaired"] = Counted(
+            count=sa.func.coalesce(sa.func.sum(unpaired), 0)
+        )
+    counts, parts = counted_scan(conn, message_conditions, select_from=docs)
+    if parses_every:
         ids = found.ids = ()  # every document parsed: none is unreadable
     unreadable_count = int(counts["unreadable"]) + (len(ids) if ids is not None else 0)
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
@@ -204,10 +217,11 @@ def _name_tests(construct, docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], .
     )
 
 
-def _may_repeat(docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], ...]:
+def _may_repeat(docs: sa.Subquery, sqlite: bool) -> tuple[sa.ColumnElement[bool], ...]:
     """The text tests of :func:`_repeated_names`: the messages that may repeat a name it reads.
-    Counted apart, not joined by OR: SQLite took more than twice as long over the OR."""
-    return _name_tests(exact_walk_needed, docs)
+    Counted apart, not joined by OR: SQLite took more than twice as long over the OR. On
+    PostgreSQL the part that reads the document is counted apart (``unpaired_names``)."""
+    return _name_tests(partial(exact_walk_needed, unpaired=sqlite), docs)
 
 
 def _repeated_names(conn: sa.Connection, docs: sa.Subquery, candidates: int) -> Part:

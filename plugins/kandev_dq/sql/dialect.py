@@ -614,23 +614,31 @@ def _percent(compiler) -> str:
     return "%%" if compiler.dialect.paramstyle in ("format", "pyformat") else "%"
 
 
-def _occurs(text: str, name: str, times: int, dialect: str) -> str:
-    """``name``'s quoted text appears at least ``times`` times in ``text`` (never overlapping)."""
+def _occurs(text: str, name: str, times: int, dialect: str, exactly: bool = False) -> str:
+    """``name``'s quoted text appears at least (PostgreSQL: or ``exactly``) ``times`` times in
+    ``text``, never overlapping."""
     quoted = f'"{name}"'
     if dialect == "sqlite":
+        assert not exactly
         return f"{text} GLOB {_quoted('*' + (quoted + '*') * times)}"
-    if times == 1:  # strpos finds a long needle in half of LIKE's time (0.02 s against 0.05 s)
+    if times == 1 and not exactly:  # strpos: half of LIKE's time (0.02 s against 0.05 s)
         return f"strpos({text}, {_quoted(quoted)}) > 0"
-    # What removing every occurrence takes away counts them: 0.45 of the time of LIKE's
-    # '%"name"%"name"%' (eleven names over 105k subagent messages: 0.21 s against 0.48 s).
-    removed = f"octet_length({text}) - octet_length(replace({text}, {_quoted(quoted)}, ''))"
-    return f"{removed} >= {times * len(quoted.encode())}"
+    return f"{_removed(text, quoted)} {'=' if exactly else '>='} {times * len(quoted.encode())}"
 
 
-def _repeated_text(text: str, doc: str, name: str, dialect: str) -> str:
+def _removed(text: str, quoted: str) -> str:
+    """PostgreSQL: how many bytes removing every occurrence of ``quoted`` takes from ``text``,
+    which counts them. 0.45 of the time of LIKE's '%"name"%"name"%' (eleven names over 105k
+    subagent messages: 0.21 s against 0.48 s)."""
+    return f"octet_length({text}) - octet_length(replace({text}, {_quoted(quoted)}, ''))"
+
+
+def _repeated_text(text: str, doc: str, name: str, dialect: str, unpaired: bool = True) -> str:
+    """``name`` may be repeated: written more often than a well-formed document writes it, or
+    (``unpaired``, see :class:`unpaired_names`) as often, but missing from one of its objects."""
     usual = _WELL_FORMED_OCCURRENCES.get(name, 1)
     more = _occurs(text, name, usual + 1, dialect)
-    if name not in _READ_IN_TWO_OBJECTS:
+    if name not in _READ_IN_TWO_OBJECTS or not unpaired:
         return more
     absent = " OR ".join(
         _member_absent(doc, (*steps, name), dialect) for steps in _READ_IN_TWO_OBJECTS[name]
@@ -653,6 +661,7 @@ def _may_repeat(
     dialect: str,
     percent: str = "%",
     mentioning: str | None = None,
+    unpaired: bool = True,
 ) -> str:
     """:func:`_needs_exact` over every name of ``paths``, each object's names tested only in a
     text that names the object: a member of ``normalized.subagent_task`` can repeat only where
@@ -666,7 +675,7 @@ def _may_repeat(
         tested.update(fresh)
         if not fresh:
             continue
-        repeated = " OR ".join(_repeated_text(text, doc, name, dialect) for name in fresh)
+        repeated = " OR ".join(_repeated_text(text, doc, name, dialect, unpaired) for name in fresh)
         if steps:
             repeated = f"{_occurs(text, steps[-1], 1, dialect)} AND ({repeated})"
         groups.append(f"({repeated})")
@@ -854,21 +863,32 @@ class _NamesAlong(FunctionElement):
     inherit_cache = True
     type = sa.Boolean()
 
-    def __init__(self, doc, stored, *paths: tuple[str, ...], mentioning: str | None = None):
+    def __init__(
+        self,
+        doc,
+        stored,
+        *paths: tuple[str, ...],
+        mentioning: str | None = None,
+        unpaired: bool = True,
+    ):
         self.paths = tuple(tuple(path) for path in paths)
         self.mentioning = mentioning
+        self.unpaired = unpaired
         super().__init__(doc, stored)
 
     _traverse_internals = FunctionElement._traverse_internals + [
         ("paths", InternalTraversal.dp_plain_obj),
         ("mentioning", InternalTraversal.dp_plain_obj),
+        ("unpaired", InternalTraversal.dp_plain_obj),
     ]
 
 
 class exact_walk_needed(_NamesAlong):  # noqa: N801
     """True when the metadata may hold an escaped or a repeated name along one of ``paths``:
     the test of :class:`json_text` and its kin, made once for all of them, and the text test
-    of :class:`repeated_member`."""
+    of :class:`repeated_member`. With ``unpaired=False`` it leaves out the names written as
+    often as usual but missing from one of their objects: the caller counts those with
+    :class:`unpaired_names`."""
 
     inherit_cache = True
 
@@ -876,7 +896,8 @@ class exact_walk_needed(_NamesAlong):  # noqa: N801
 @compiles(exact_walk_needed, "sqlite")
 def _exact_walk_needed_sqlite(element, compiler, **kw):
     doc, stored = (compiler.process(clause, **kw) for clause in element.clauses)
-    return _may_repeat(stored, doc, element.paths, "sqlite", mentioning=element.mentioning)
+    paths, mentioning, unpaired = element.paths, element.mentioning, element.unpaired
+    return _may_repeat(stored, doc, paths, "sqlite", mentioning=mentioning, unpaired=unpaired)
 
 
 @compiles(exact_walk_needed, "postgresql")
@@ -884,7 +905,58 @@ def _exact_walk_needed_postgresql(element, compiler, **kw):
     document, stored = (compiler.process(clause, **kw) for clause in element.clauses)
     percent = _percent(compiler)
     doc = f"({document})::json"
-    return _may_repeat(stored, doc, element.paths, "postgresql", percent, element.mentioning)
+    return _may_repeat(
+        stored, doc, element.paths, "postgresql", percent, element.mentioning, element.unpaired
+    )
+
+
+class unpaired_names(_NamesAlong):  # noqa: N801
+    """PostgreSQL, per message: 1 when a name read in two objects (:data:`_READ_IN_TWO_OBJECTS`)
+    along ``paths`` is written exactly as often as a well-formed document writes it, but one of
+    its objects lacks it (so the occurrences may be one object's repeated member), else 0.
+
+    The part of :class:`exact_walk_needed` that reads the document rather than its text, for a
+    scan that also parses every document (``parse_every``: one that cannot be parsed fails the
+    scan, AC-23b). Both take one parse of each document: reading the two paths as ``json``
+    instead lexed each subagent message twice more (0.58 s of the stored-text scan's 3.06 s at
+    1.1M messages; this form 2.22 s)."""
+
+    inherit_cache = True
+    type = sa.Integer()
+
+    def __init__(self, doc, stored, *paths: tuple[str, ...], mentioning: str, parse_every: bool):
+        self.parse_every = parse_every
+        super().__init__(doc, stored, *paths, mentioning=mentioning)
+
+    _traverse_internals = _NamesAlong._traverse_internals + [
+        ("parse_every", InternalTraversal.dp_plain_obj),
+    ]
+
+
+@compiles(unpaired_names, "postgresql")
+def _unpaired_names_postgresql(element, compiler, **kw):
+    document, stored = (compiler.process(clause, **kw) for clause in element.clauses)
+    names = [n for n in _READ_IN_TWO_OBJECTS if any(n in path for path in element.paths)]
+    as_usual = " OR ".join(
+        _occurs(stored, n, _WELL_FORMED_OCCURRENCES[n], "postgresql", exactly=True) for n in names
+    )
+    # strict: a step into a value that is not an object is an error, which makes the test
+    # unknown (not true), as ``#>`` reads NULL there; lax mode would look inside arrays.
+    present = " && ".join(
+        "exists($" + "".join(f'."{step}"' for step in (*steps, n)) + ")"
+        for n in names
+        for steps in _READ_IN_TWO_OBJECTS[n]
+    )
+    parsed = f"({document})::jsonb"
+    paired = f"jsonb_path_match({parsed}, {_quoted('strict ' + present)}, '{{}}', true)"
+    mentioned = _occurs(stored, element.mentioning, 1, "postgresql")
+    # Every other document parsed all the same (its value unused): the scan then reads each
+    # document's JSON once whichever branch it takes.
+    rest = f"WHEN {parsed} IS NULL THEN 0 " if element.parse_every else ""
+    return (
+        f"(CASE WHEN {mentioned} AND ({as_usual}) THEN (CASE WHEN {paired} THEN 0 ELSE 1 END) "
+        f"{rest}ELSE 0 END)"
+    )
 
 
 class _one_row(FunctionElement):  # noqa: N801
