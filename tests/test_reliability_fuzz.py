@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kandev_dq.contract.instants import (
@@ -146,8 +146,25 @@ _probe = sa.table("probe", sa.column("id", sa.Integer), sa.column("ts"))
 _memory = sqlite_driver.create_engine("sqlite://")
 
 
+#: CONTRACT §1's calendar at its edges: leap days (2000 and 2024, not 1900 nor 2026), the 30th
+#: and 31st of each short month, month and day 00, 13 and 32, year 0000, hour 24.
+_CALENDAR_EDGES = [
+    *(f"{y}-02-29 01:39:37Z" for y in ("2000", "2024", "1900", "2026")),
+    *(f"2026-{m:02d}-{d} 01:39:37.5+00:00" for m in range(1, 13) for d in ("30", "31")),
+    "2026-00-10T01:39:37",
+    "2026-13-10T01:39:37",
+    "2026-01-00T01:39:37",
+    "2026-01-32T01:39:37",
+    "0000-01-01 00:00:00",
+    "0001-01-01 00:00:00",
+    "9999-12-31 23:59:59.999999Z",
+    "2026-07-30 24:00:00",
+]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(_near_stored, st.text(max_size=30)), min_size=1, max_size=25))
+@example(_CALENDAR_EDGES)
 def test_recognised_forms_in_sql_equal_python_and_read_exactly(texts):
     with _memory.begin() as conn:
         conn.exec_driver_sql("DROP TABLE IF EXISTS probe")
