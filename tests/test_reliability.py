@@ -457,21 +457,27 @@ def test_the_common_path_reads_every_message_once_more_at_most(target, quick_pro
     assert not [s for s in log.statements if "unreadable_metadata_ids" in s]
 
 
-def test_the_stored_text_rules_read_each_table_once(target):
-    """AC-23b, AC-19, CONTRACT §1 timestamps: unreadable metadata, repeated member names and
-    timestamp forms and range are counted in one scan of the messages and one of the subagent
-    rows (samples are read only for a count that is not zero), on both dialects."""
+def _stored_text_read(target) -> tuple[dict, StatementLog]:
+    """The stored-text facts of ``target``'s store, with the statements that read them."""
     from kandev_dq.facts.stored_text import stored_text_facts
 
-    store = activated_store(target)
-    session = store.session()
-    store.subagent_message(session, "2026-08-01 00:00:01+00:00", "toolu_1")
     opened = open_store(target.url)
     try:
         with StatementLog() as log:
             facts = facts_for(opened.engine, "stored_text", stored_text_facts)
     finally:
         opened.dispose()
+    return facts, log
+
+
+def test_the_stored_text_rules_read_each_table_once(target):
+    """AC-23b, AC-19, CONTRACT §1 timestamps: unreadable metadata, repeated member names and
+    timestamp forms and range are counted in one scan of the messages and one of the subagent
+    rows (samples are read only for a count that is not zero), on both dialects."""
+    store = activated_store(target)
+    session = store.session()
+    store.subagent_message(session, "2026-08-01 00:00:01+00:00", "toolu_1")
+    facts, log = _stored_text_read(target)
     assert facts["repeated_names"]["count"] == facts["out_of_range"]["count"] == 0
 
     def scans(table: str) -> list[str]:
@@ -485,8 +491,6 @@ def test_the_stored_text_rules_read_each_table_once(target):
 def test_repeated_names_are_named_where_the_rules_read_them(target):
     """AC-23b, AC-19: the kind is read in every message, the fields only in a message whose
     kind may be ``subagent_task``; a name repeated where no rule reads it is not named."""
-    from kandev_dq.facts.stored_text import stored_text_facts
-
     tool_call = '{"status": "a", "status": "b", "normalized": {"kind": "read_file"}}'
     target.create_base(subagents=None)
     with target.engine.begin() as conn:
@@ -497,11 +501,7 @@ def test_repeated_names_are_named_where_the_rules_read_them(target):
         # Walked (an escaped name) and found to repeat nothing.
         escaped = '{"st\\u0061tus": "a", "normalized": {"kind": "subagent_task"}}'
         add_message(conn, "escaped-once", escaped)
-    opened = open_store(target.url)
-    try:
-        facts = facts_for(opened.engine, "stored_text", stored_text_facts)
-    finally:
-        opened.dispose()
+    facts, _ = _stored_text_read(target)
     named = [row["id"] for row in facts["repeated_names"]["sample"]]
     assert named == ["kind-twice", "subagent-status-twice"]
 
@@ -556,18 +556,11 @@ def test_a_name_read_in_two_objects_is_named_when_one_object_repeats_it(target, 
     well-formed subagent message writes it twice. Written twice with one object lacking it, the
     two are one object's repeated member: named, though nothing else in the store sends the scan
     to the exact walk. Written once in each object, no message is walked at all."""
-    from kandev_dq.facts.stored_text import stored_text_facts
-
     target.create_base(subagents=None)
     with target.engine.begin() as conn:
         add_session(conn)
         add_message(conn, "only", metadata, created_at=at(1))
-    opened = open_store(target.url)
-    try:
-        with StatementLog() as log:
-            facts = facts_for(opened.engine, "stored_text", stored_text_facts)
-    finally:
-        opened.dispose()
+    facts, log = _stored_text_read(target)
     assert [row["id"] for row in facts["repeated_names"]["sample"]] == (
         ["only"] if repeated else []
     )
