@@ -851,19 +851,12 @@ class may_hold_string(FunctionElement):  # noqa: N801
 
 
 @compiles(may_hold_string, "sqlite")
-def _may_hold_string_sqlite(element, compiler, **kw):
-    stored = compiler.process(list(element.clauses)[0], **kw)
-    return (
-        f"({_occurs(stored, element.value, 1, 'sqlite')} OR {_escaped_text(stored, 'sqlite', '%')})"
-    )
-
-
 @compiles(may_hold_string, "postgresql")
-def _may_hold_string_postgresql(element, compiler, **kw):
+def _may_hold_string(element, compiler, **kw):
     stored = compiler.process(list(element.clauses)[0], **kw)
-    value = _quoted(f'"{element.value}"')
-    escaped = _escaped_text(stored, "postgresql", _percent(compiler))
-    return f"(strpos({stored}, {value}) > 0 OR {escaped})"
+    dialect = compiler.dialect.name
+    written = _occurs(stored, element.value, 1, dialect)
+    return f"({written} OR {_escaped_text(stored, dialect, _percent(compiler))})"
 
 
 class _NamesAlong(FunctionElement):
@@ -906,19 +899,15 @@ class exact_walk_needed(_NamesAlong):  # noqa: N801
 
 
 @compiles(exact_walk_needed, "sqlite")
-def _exact_walk_needed_sqlite(element, compiler, **kw):
-    doc, stored = (compiler.process(clause, **kw) for clause in element.clauses)
-    paths, mentioning, unpaired = element.paths, element.mentioning, element.unpaired
-    return _may_repeat(stored, doc, paths, "sqlite", mentioning=mentioning, unpaired=unpaired)
-
-
 @compiles(exact_walk_needed, "postgresql")
-def _exact_walk_needed_postgresql(element, compiler, **kw):
+def _exact_walk_needed(element, compiler, **kw):
     document, stored = (compiler.process(clause, **kw) for clause in element.clauses)
+    dialect = compiler.dialect.name
+    # PostgreSQL reads the two objects of a name like ``status`` from the text as ``json``.
+    doc = f"({document})::json" if dialect == "postgresql" else document
     percent = _percent(compiler)
-    doc = f"({document})::json"
     return _may_repeat(
-        stored, doc, element.paths, "postgresql", percent, element.mentioning, element.unpaired
+        stored, doc, element.paths, dialect, percent, element.mentioning, element.unpaired
     )
 
 
