@@ -960,6 +960,34 @@ def _unpaired_names_postgresql(element, compiler, **kw):
     )
 
 
+class computed_once(FunctionElement):  # noqa: N801
+    """``value`` as a column its subquery computes once per row, the subquery kept whole.
+
+    PostgreSQL merges a plain subquery into the query reading it and recomputes a column's
+    expression at every reference (a ``::jsonb`` parse once per field read). It never merges
+    one whose select list holds a set-returning function; a one-element ``unnest`` is one, so
+    the column is computed once per row, and, unlike an ``OFFSET 0`` fence, the subquery stays
+    open to parallel workers and to the filters of the query reading it (those on other
+    columns). SQLite: the value itself (its parse cache serves repeated reads).
+    """
+
+    inherit_cache = True
+
+    def __init__(self, value):
+        super().__init__(value)
+        self.type = value.type
+
+
+@compiles(computed_once, "sqlite")
+def _computed_once_sqlite(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+@compiles(computed_once, "postgresql")
+def _computed_once_postgresql(element, compiler, **kw):
+    return f"unnest(ARRAY[{compiler.process(element.clauses, **kw)}])"
+
+
 class _one_row(FunctionElement):  # noqa: N801
     """A one-row table whose ``value`` is its argument, evaluated once per row joined to it."""
 
