@@ -225,10 +225,6 @@ def row_facts(conn: sa.Connection) -> RowFacts:
     conditions = {name: condition(name, pred, shown) for name, (pred, shown) in rules.items()}
     first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
     extra = [
-        sa.select(sa.func.count())
-        .select_from(duplicated)
-        .scalar_subquery()
-        .label("duplicate_keys"),
         *(count_when(plain.c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS),
         count_when(plain.c.agent_status == "completed").label("completed_rows"),
         sa.func.count().label("rows"),
@@ -244,7 +240,11 @@ def row_facts(conn: sa.Connection) -> RowFacts:
         for name in NULLABLE_TEXT_COLUMNS
         if counts[f"empty:{name}"]
     }
-    facts["rules"]["duplicate_rows"]["keys"] = int(counts["duplicate_keys"])
+    # The keys are counted apart, and only when some row shares its key: in the counting
+    # statement their grouping ran a second time on every healthy table (a third of it).
+    held = facts["rules"]["duplicate_rows"]["count"]
+    keys = sa.select(sa.func.count()).select_from(duplicated)
+    facts["rules"]["duplicate_rows"]["keys"] = int(conn.execute(keys).scalar_one()) if held else 0
     # The rule counts keys (AC-3): its listing is one row per duplicated key.
     facts["rules"]["duplicate_rows"]["listing"] = listing_of(
         conn,
