@@ -420,10 +420,12 @@ JSON_MAX_DEPTH = 1000
 def _pg_too_deep(col: str) -> str:
     # Each level takes two characters, and counting '{' and '[' bounds the depth from above
     # (brackets inside strings count too): only a document past both tests, the first read from
-    # the value's header, is counted, then parsed once more and walked.
+    # the value's header, is counted, then parsed once more and walked. Counted in bytes with
+    # replace: translate decodes every character (nine times slower over large documents).
     return (
         f"(CASE WHEN octet_length({col}) > {2 * JSON_MAX_DEPTH} "
-        f"AND length({col}) - length(translate({col}, '{{[', '')) > {JSON_MAX_DEPTH} "
+        f"AND octet_length({col}) - octet_length(replace(replace({col}, '{{', ''), '[', '')) "
+        f"> {JSON_MAX_DEPTH} "
         f"THEN jsonb_path_exists({col}::jsonb, 'strict $.**{{{JSON_MAX_DEPTH} to last}} "
         f'? (@.type() == "object" || @.type() == "array")\') ELSE FALSE END)'
     )
