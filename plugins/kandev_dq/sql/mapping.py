@@ -97,7 +97,7 @@ def message_documents(
     With ``since`` (a bound instant) only messages created at/after it are read, through the
     created_at index, and only their documents parsed (exact boundary, AC-24e). ``extra``
     columns of ``task_session_messages`` ride along. ``candidates_only`` keeps only the
-    messages whose text may hold the kind ``subagent_task``, tested inside the fence: the
+    messages whose text may hold the kind ``subagent_task``, tested inside the subquery: the
     others are never parsed, nor passed on (by PostgreSQL's parallel workers, among others).
     """
     m = schema.task_session_messages
