@@ -176,7 +176,8 @@ def test_action_fires_follows_gx_should_notify():
 def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_target):
     """One consistent read that cannot write; no JIT: the planner prices the per-name JSON
     subplans high enough to compile whole scans, which cost more than the scans themselves;
-    and parallel scans priced so that the planner's guess of the JSON filters allows them."""
+    parallel scans priced so that the planner's guess of the JSON filters allows them; and
+    sorts and hashes given room to stay in memory at a million messages."""
     StoreBuilder(pg_target.engine).create()
     store = open_store(pg_target.url)
     try:
@@ -189,6 +190,7 @@ def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_t
                     "jit",
                     "parallel_setup_cost",
                     "parallel_tuple_cost",
+                    "work_mem",
                 )
             }
         assert settings == {
@@ -197,6 +199,7 @@ def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_t
             "jit": "off",
             "parallel_setup_cost": "100",
             "parallel_tuple_cost": "0.01",
+            "work_mem": "64MB",
         }
     finally:
         store.dispose()
