@@ -73,7 +73,7 @@ def begin_snapshot(conn: sa.Connection) -> None:
         conn.exec_driver_sql("SET LOCAL parallel_tuple_cost = 0.01")
         # The server's default 4 MB spills the backfill's AC-21b ranking sort and its join to
         # disk at a million messages, and prices coverage's hash anti-join out; 64 MB per sort
-        # or hash, for this read only, keeps them in memory (about 5% off each statement).
+        # or hash, for this read only, keeps them in memory (about 5% off those two statements).
         conn.exec_driver_sql("SET LOCAL work_mem = '64MB'")
     else:
         conn.exec_driver_sql("BEGIN")
