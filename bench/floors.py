@@ -21,11 +21,14 @@ from kandev_dq.contract.instants import (
     BACKFILL_THROUGH,
     CAPTURE_SINCE,
     EXECUTION_SINCE,
+    KEY_RANGE,
     Instant,
     Precision,
     fixed_text,
+    now_instant,
     read_key,
 )
+from kandev_dq.sql.clock_range import FUTURE_TOLERANCE_NS
 
 TERMINAL = "('complete', 'completed', 'success', 'error', 'failed', 'cancelled')"
 VOCABULARY = (
@@ -552,6 +555,113 @@ def single_pass(conn: sa.Connection, dialect: str) -> dict[str, int]:
         "rows": int(rows[0]),
         "row_keys": int(rows[1]),
     }
+
+
+#: The member names a subagent message is read by (CONTRACT §4), with how often a well-formed
+#: document writes each one: ``status`` at two levels, ``subagent_task`` as a name and a kind.
+_READ_NAMES = {
+    "tool_call_id": 1,
+    "parent_tool_call_id": 1,
+    "status": 2,
+    "normalized": 1,
+    "subagent_task": 2,
+    **{name: 1 for name in (*TEXT_FIELDS, "is_async", *METRICS)},
+}
+
+
+def message_rules_pass(conn: sa.Connection, dialect: str) -> dict[str, int]:
+    """The single pass plus part of what the contract asks of every message, and nothing else.
+
+    One flat scan of the messages, each test in the cheapest form found: the document's
+    validity (AC-23b); a text test for an escaped or repeated member name along the kind's
+    path and, where ``"subagent_task"`` is written, along every field the mapping reads (AC-19;
+    a document it lets through would still need a walk, none does here); on SQLite the fixed
+    part of both timestamps' text form (AC-24e; the exact test checks more); and the instants
+    before any clock or past it by a day (CONTRACT §1, on values of that form). No join, no
+    sample, no other table, no subagent row. A checker evaluating the contract's rules does at
+    least this much per message: on SQLite, where one statement runs on one core, a lower
+    bound of the rules' cost beside the physical one (PostgreSQL's parallel plans beat it).
+    """
+    q = Sql(dialect)
+    sqlite = dialect == "sqlite"
+    percent = "%" if sqlite else "%%"  # psycopg's format style doubles a literal %
+
+    def written(name: str, times: int) -> str:
+        quoted = f'"{name}"'
+        if sqlite:
+            return f"metadata GLOB '*{(quoted + '*') * times}'"
+        if times == 1:
+            return f"strpos(metadata, '{quoted}') > 0"
+        removed = f"octet_length(metadata) - octet_length(replace(metadata, '{quoted}', ''))"
+        return f"{removed} >= {times * len(quoted)}"
+
+    escaped = (
+        "metadata GLOB '*\\u00[5-7][0-9A-Fa-f]*'"
+        if sqlite
+        else f"metadata LIKE '{percent}\\\\u{percent}'"
+    )
+    kind_path = f"({escaped} OR {written('normalized', 2)} OR {written('kind', 2)})"
+    fields = " OR ".join(written(name, usual + 1) for name, usual in _READ_NAMES.items())
+    field_names = f"({written('subagent_task', 1)} AND ({escaped} OR {fields}))"
+
+    d = "[0-9]"
+    form = f"'{d * 4}-[01]{d}-[0-3]{d}[ T][0-2]{d}:[0-5]{d}:[0-5]{d}*'"
+    columns = ("created_at", "updated_at")
+    if sqlite:
+        unreadable = "NOT json_valid(metadata) AND metadata IS NOT NULL AND trim(metadata) <> ''"
+        misread = " + ".join(
+            f"sum(CASE WHEN {c} IS NOT NULL AND NOT ({c} GLOB {form}) THEN 1 ELSE 0 END)"
+            for c in columns
+        )
+        # Dates of this form order as text: before the earliest day is before its midnight.
+        beyond = [
+            f"{c} GLOB {form} AND ({c} < substr(:earliest, 1, 10) OR {q.at_or_after(c, 'horizon')})"
+            for c in columns
+        ]
+    else:  # the cast to jsonb already refuses an unreadable document; typed columns
+        unreadable, misread = "false", "0"
+        beyond = [
+            f"{c} IN ('infinity', '-infinity') OR {q.before(c, 'earliest')} "
+            f"OR {q.at_or_after(c, 'horizon')}"
+            for c in columns
+        ]
+    out_of_range = " + ".join(f"sum(CASE WHEN {b} THEN 1 ELSE 0 END)" for b in beyond)
+    key = "task_session_id || '|' || tool_call_id"
+    sql = f"""
+SELECT count(*), count(DISTINCT CASE WHEN kind = 'subagent_task' THEN {key} END),
+  sum(CASE WHEN {unreadable} THEN 1 ELSE 0 END),
+  sum(CASE WHEN {kind_path} THEN 1 ELSE 0 END), sum(CASE WHEN {field_names} THEN 1 ELSE 0 END),
+  {misread}, {out_of_range}
+FROM (SELECT task_session_id, metadata, created_at, updated_at,
+        {q.text("normalized.kind")} AS kind, {q.text("tool_call_id")} AS tool_call_id
+      FROM (SELECT task_session_id, metadata, created_at, updated_at, {q.doc()} AS doc
+            FROM task_session_messages{q.offset0()}) AS m) AS decoded
+"""
+    earliest = Instant.from_datetime(KEY_RANGE[0])
+    horizon = now_instant().shifted(FUTURE_TOLERANCE_NS)
+    params = {"earliest": q.bind(earliest), "horizon": q.bind(horizon)}
+    row = conn.exec_driver_sql(sql, params).one()
+    names = ("messages", "subagent_message_keys", "unreadable", "kind_path_walks")
+    names += ("field_walks", "timestamps", "out_of_range")
+    return {name: int(value or 0) for name, value in zip(names, row, strict=True)}
+
+
+def rules_agree(rules: dict[str, int], stored_text: dict[str, Any]) -> list[str]:
+    """Where :func:`message_rules_pass` contradicts kandev-dq's stored-text facts (empty: it
+    does not): the same unreadable documents, and no more misread message timestamps than
+    kandev-dq's exact test finds (the pass tests only part of the form)."""
+    unreadable = stored_text["metadata"]["count"]
+    misread = sum(
+        n
+        for column, n in stored_text["timestamps"].get("by_column", {}).items()
+        if column.startswith("task_session_messages.")
+    )
+    found = []
+    if rules["unreadable"] != unreadable:
+        found.append(f"rules pass unreadable: {rules['unreadable']} != kandev-dq {unreadable}")
+    if rules["timestamps"] > misread:
+        found.append(f"rules pass timestamps: {rules['timestamps']} > kandev-dq {misread}")
+    return found
 
 
 def facts(conn: sa.Connection, dialect: str, families: list[str]) -> dict[str, Any]:

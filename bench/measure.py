@@ -225,15 +225,18 @@ def floor_facts(store: Copy, fams: list[Family]) -> tuple[float, dict[str, Any]]
     return elapsed, out
 
 
-def single_pass_floor(store: Copy) -> tuple[float, dict[str, int]]:
-    """One read of each table in one read snapshot (:func:`floors.single_pass`)."""
+def scan_floor(store: Copy, statement=None) -> tuple[float, dict[str, int]]:
+    """One of the single-scan floors in a read snapshot of its own: by default
+    :func:`floors.single_pass` (one read of each table), else ``statement`` (such as
+    :func:`floors.message_rules_pass`)."""
+    statement = statement or floors.single_pass
     engine = store.engine()
     try:
         with engine.connect():
             pass  # connect outside the timed section, as kandev_facts does
         start = time.perf_counter()
         with floor_snapshot(engine) as conn:
-            out = floors.single_pass(conn, store.dialect)
+            out = statement(conn, store.dialect)
         elapsed = time.perf_counter() - start
     finally:
         engine.dispose()

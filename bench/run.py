@@ -7,7 +7,8 @@ For each dialect and scale, in this order:
    INSERT … SELECT, COMMIT) and ``migrate.run`` (which also checks the rows agree);
 3. on the last migrated copy, live traffic (``sample.append_live_traffic``, 10 subagent
    messages per scale unit, written between the capture key and the bench's clock), then
-   ``--repeat`` rounds of: the floor facts and kandev-dq's facts in process, for each
+   ``--repeat`` rounds of: the single pass and the message-rules pass (two single-scan floors,
+   :mod:`bench.floors`); the floor facts and kandev-dq's facts in process, for each
    checkpoint; GX's import + ``get_context`` as a process; and ``kandev-dq check --format
    json`` as a process, on a project with no run history;
 4. one more, untimed run of kandev-dq's facts for each checkpoint that keeps every statement's
@@ -102,6 +103,7 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         "facts": {cp: [] for cp in CHECKPOINTS},
         "facts_floor": {cp: [] for cp in CHECKPOINTS},
         "single_pass": [],
+        "rules_pass": [],
         "process": {cp: [] for cp in CHECKPOINTS},
         "process_rss": {cp: [] for cp in CHECKPOINTS},
         "baseline": [],
@@ -145,8 +147,10 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
     runs_folder = args.work / "projects"
     for round_ in range(args.repeat):
         say(f"{dialect} scale {scale}: checks round {round_ + 1}/{args.repeat}")
-        seconds, _ = measure.single_pass_floor(migrated)
+        seconds, _ = measure.scan_floor(migrated)
         result["single_pass"].append(seconds)
+        seconds, rules = measure.scan_floor(migrated, measure.floors.message_rules_pass)
+        result["rules_pass"].append(seconds)
         for cp in CHECKPOINTS:
             seconds, floor_out = measure.floor_facts(migrated, fams[cp])
             result["facts_floor"][cp].append(seconds)
@@ -154,6 +158,9 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
             result["facts"][cp].append(seconds)
             if round_ == 0:
                 for line in measure.floors.agree(floor_out, kandev_out):
+                    result["disagreements"].append(f"{cp}: {line}")
+                stored_text = kandev_out.get("kandev.stored_text_facts")
+                for line in measure.floors.rules_agree(rules, stored_text) if stored_text else ():
                     result["disagreements"].append(f"{cp}: {line}")
         fresh = measure.fresh_project(project, runs_folder / "baseline")
         base = measure.gx_baseline(fresh)

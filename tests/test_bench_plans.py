@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 from bench import measure, report
-from bench.stores import Copy
-from kandev_dq.lab import sample
-from kandev_dq.migration import runner as migrate
-from kandev_dq.store.access import open_store
+from tests.benchhelpers import migrated_bench_store
 
 #: A word every plan of the dialect holds (SQLite's EXPLAIN QUERY PLAN; PostgreSQL's ANALYZE).
 PLAN_VOCABULARY = {"sqlite": ("SCAN",), "postgresql": ("Buffers:", "actual time=")}
 
 
-def _bench_store(target) -> Copy:
-    """A small generated, migrated store, as the bench makes its large ones."""
-    sample.create_store(target.engine, subagents="amended")
-    sample.generate(target.engine, scale=1, seed=0)
-    opened = open_store(target.url, read_only=False)
-    try:
-        assert migrate.run(opened).ok
-    finally:
-        opened.dispose()
-    return Copy(target.dialect, target.url, target.engine.url)
-
-
 def test_query_plans_of_the_nightly_facts(target, built_project, tmp_path):
-    store = _bench_store(target)
+    store = migrated_bench_store(target)
     out = tmp_path / "plans" / f"{target.dialect}-1-nightly.txt"
 
     written = measure.query_plans(store, measure.families(built_project, "nightly"), out)
