@@ -118,3 +118,29 @@ def test_the_targets_set_kandev_dq_against_the_rules_pass():
         "- sqlite rules pass: 3.00× the single pass, beside goals of 2.0× (pre_release) and "
         "1.5× (nightly); kandev-dq's SQL is 3.00× it (pre_release) and 2.00× it (nightly)"
     )
+
+
+def test_the_rules_pass_counts_what_it_tests_on_postgresql(pg_target):
+    """PostgreSQL's leg of the pass: one message dated in year 9999 (CONTRACT §1) and one whose
+    kind's name is escaped (AC-19). Its typed columns and the jsonb cast leave no text form or
+    unreadable document to count."""
+    store = migrated_bench_store(pg_target)
+    with pg_target.engine.begin() as conn:
+        first, second = conn.exec_driver_sql(
+            "SELECT id FROM task_session_messages ORDER BY id LIMIT 2"
+        ).scalars()
+        conn.exec_driver_sql(
+            "UPDATE task_session_messages SET updated_at = '9999-01-01 00:00:00' WHERE id = %(id)s",
+            {"id": first},
+        )
+        conn.exec_driver_sql(
+            "UPDATE task_session_messages SET metadata = "
+            """'{"normalized": {"\\u006bind": "message"}}' WHERE id = %(id)s""",
+            {"id": second},
+        )
+
+    _, rules = measure.scan_floor(store, floors.message_rules_pass)
+
+    assert rules["out_of_range"] == 1
+    assert rules["kind_path_walks"] == 1
+    assert floors.rules_agree(rules, _stored_text(store)) == []
