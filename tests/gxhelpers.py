@@ -77,13 +77,18 @@ def build_project_through_gx(root: Path) -> Path:
         engine = sa.create_engine(f"sqlite:///{probe}")
         with engine.begin() as conn:
             schema.create_base_tables(conn)
+            schema.create_subagents_table(conn, amended=True)
         engine.dispose()
         context = p._file_context(gx, root, f"sqlite:///{probe}")
         source = context.data_sources.add_sql(
             p.DATASOURCE, connection_string="${" + p.URL_VARIABLE + "}"
         )
-        asset = source.add_table_asset(p.ASSET, table_name=p.ASSET)
-        batch = asset.add_batch_definition_whole_table(p.BATCH)
+        batches = {
+            table: source.add_table_asset(table, table_name=table).add_batch_definition_whole_table(
+                p.BATCH
+            )
+            for table in dict.fromkeys(p.SUITE_ASSETS.values())
+        }
         definitions = {}
         for name, build in p.SUITES.items():
             suite = context.suites.add(gx.ExpectationSuite(name=name))
@@ -91,7 +96,7 @@ def build_project_through_gx(root: Path) -> Path:
                 suite.add_expectation(expectation)
             suite.save()
             definitions[name] = context.validation_definitions.add(
-                gx.ValidationDefinition(name=name, data=batch, suite=suite)
+                gx.ValidationDefinition(name=name, data=batches[p.SUITE_ASSETS[name]], suite=suite)
             )
         for name, suites in p.CHECKPOINTS.items():
             context.checkpoints.add(
@@ -103,3 +108,21 @@ def build_project_through_gx(root: Path) -> Path:
                 )
             )
     return root
+
+
+def in_a_fresh_interpreter(script: str, cwd, stdin: str | None = None, env=None) -> str:
+    """``script``'s stdout, run by a new Python (nothing of this test process loaded)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
 from kandev_dq import cli
 from kandev_dq.contract.rule_index import RULE_INDEX
+from tests.gxhelpers import in_a_fresh_interpreter
 from tests.test_check_cli import kandev_dq
 
 COMMANDS = [
@@ -57,7 +55,7 @@ def test_rules_needs_no_project_and_no_gx(tmp_path):
         "    assert not done.code, done.code\n"
         "assert 'great_expectations' not in sys.modules, 'rules imported GX'\n"
     )
-    assert "expect_activation_keys_to_be_write_once" in _in_a_fresh_interpreter(script, tmp_path)
+    assert "expect_activation_keys_to_be_write_once" in in_a_fresh_interpreter(script, tmp_path)
 
 
 def test_loading_gx_leaves_the_collector_running_and_gx_frozen(tmp_path):
@@ -65,31 +63,24 @@ def test_loading_gx_leaves_the_collector_running_and_gx_frozen(tmp_path):
     # must still free its cycles, also when the load fails.
     script = (
         "import gc, sys\n"
-        "from kandev_dq.cli import _loading_gx\n"
+        "from kandev_dq.api import loading_gx\n"
         "try:\n"
-        "    with _loading_gx():\n"
+        "    with loading_gx():\n"
         "        raise ImportError('no GX here')\n"
         "except ImportError:\n"
         "    pass\n"
         "assert gc.isenabled(), 'collector left off after a failed load'\n"
         "before = gc.get_freeze_count()\n"
-        "with _loading_gx():\n"
+        "with loading_gx():\n"
         "    assert not gc.isenabled()\n"
         "    import great_expectations\n"
         "assert gc.isenabled(), 'collector left off after loading GX'\n"
         "assert gc.get_freeze_count() > before + 100_000, gc.get_freeze_count()\n"
-        "with _loading_gx():\n"
+        "with loading_gx():\n"
         "    assert gc.isenabled(), 'paused although GX was already loaded'\n"
         "print('ok')\n"
     )
-    assert _in_a_fresh_interpreter(script, tmp_path).strip() == "ok"
-
-
-def _in_a_fresh_interpreter(script: str, cwd) -> str:
-    """``script``'s stdout, run by a new Python (nothing of this test process loaded)."""
-    done = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    assert in_a_fresh_interpreter(script, tmp_path).strip() == "ok"
 
 
 def _rules_on(console: Console, monkeypatch) -> str:

@@ -708,17 +708,17 @@ def test_the_chart_engine_starts_once_the_store_is_read(sqlite_target, project, 
     from kandev_dq.report import timeline_chart
 
     events: list[str] = []
-    facts_for = base.facts_for
+    gx_facts = base.gx_facts
 
     def reading(*args, **kwargs):
         events.append("fact")
-        return facts_for(*args, **kwargs)
+        return gx_facts(*args, **kwargs)
 
     def drawing(spec):
         events.append("first chart" if spec is timeline_chart._FIRST_CHART else "chart")
         return "<svg></svg>"
 
-    monkeypatch.setattr(base, "facts_for", reading)
+    monkeypatch.setattr(base, "gx_facts", reading)
     monkeypatch.setattr(vl_convert, "vegalite_to_svg", drawing)
     monkeypatch.setattr(timeline_chart, "_STARTED", threading.Lock())
     _passing_store(sqlite_target)

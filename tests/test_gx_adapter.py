@@ -10,7 +10,6 @@ from great_expectations.checkpoint.actions import ValidationAction
 from great_expectations.core.expectation_validation_result import ExpectationValidationResult
 from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
-from kandev_dq.expectations.activation import KEY_LEDGER, WRITE_ONCE_BASELINE
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
@@ -83,11 +82,7 @@ def test_gx_reads_through_kandev_dq_connections_and_the_pinned_snapshot(
             with snapshot.pinned(store.engine, reader=gx_engine) as run:
                 monkeypatch.setattr(snapshot, "read_snapshot", counted_read)
                 result = runs.run_checkpoint(
-                    context,
-                    "nightly",
-                    runs.new_run_id("nightly", "test"),
-                    progress,
-                    expectation_parameters={KEY_LEDGER: {}, WRITE_ONCE_BASELINE: {}},
+                    context, "nightly", runs.new_run_id("nightly", "test"), progress
                 )
                 # ...and GX kept that execution engine for the whole run.
                 assert source.get_execution_engine().engine is gx_engine

@@ -229,16 +229,23 @@ def _keys_facts(
 WRITE_ONCE = activation.ExpectActivationKeysToBeWriteOnce
 
 
+def _with_ledger(facts: dict, **ledger) -> dict:
+    """Facts as a ledger rule judges them: the store's, and the records database's ledger."""
+    return facts | {activation.WRITE_ONCE_LEDGER: ledger}
+
+
 def test_write_once_passes_when_every_key_holds_its_first_value():
-    rule = WRITE_ONCE.at_default_severity(first_seen={CAPTURE_SINCE: CAPTURE})
-    finding = rule.judge(_keys_facts())
+    rule = WRITE_ONCE.at_default_severity()
+    finding = rule.judge(_with_ledger(_keys_facts(), first_seen={CAPTURE_SINCE: CAPTURE}))
     assert finding.success and finding.observed_value == 0
 
 
 @pytest.mark.parametrize("now", ["2026-07-30T01:39:38Z", None], ids=["rewritten", "deleted"])
 def test_write_once_fails_on_a_rewritten_or_deleted_key_naming_both_values(now):
-    rule = WRITE_ONCE.at_default_severity(first_seen={CAPTURE_SINCE: CAPTURE})
-    finding = rule.judge(_keys_facts(capture=now))
+    rule = WRITE_ONCE.at_default_severity()
+    finding = rule.judge(
+        _with_ledger(_keys_facts(capture=now), first_seen={CAPTURE_SINCE: CAPTURE})
+    )
     assert not finding.success and finding.unexpected_count == 1
     assert finding.sample == [{"key": CAPTURE_SINCE, "first_seen": CAPTURE, "now": now}]
     assert f"{CAPTURE!r} -> {now!r}" in finding.message
@@ -251,10 +258,9 @@ TAKEN = "2026-11-30T10:00:00.000000Z"
 
 def test_a_baseline_taken_by_this_run_is_disclosed_at_info():
     """AC-24: a first run passes write-once vacuously, and says so."""
-    rule = BASELINE.at_default_severity(
-        baseline={"taken_at": TAKEN, "source": "run", "recorded_now": True}
-    )
-    finding = rule.judge(_keys_facts())
+    rule = BASELINE.at_default_severity()
+    baseline = {"taken_at": TAKEN, "source": "run", "recorded_now": True}
+    finding = rule.judge(_with_ledger(_keys_facts(), baseline=baseline))
     assert rule.severity.value == "info" and not finding.success
     assert finding.message == (
         "write-once baseline recorded now; rewrites before this run cannot be seen"
@@ -263,23 +269,23 @@ def test_a_baseline_taken_by_this_run_is_disclosed_at_info():
 
 def test_an_earlier_baseline_passes_naming_when_it_was_taken():
     """AC-24: with an earlier record of the store, write-once is really judged."""
-    rule = BASELINE.at_default_severity(
-        baseline={"taken_at": TAKEN, "source": "run", "recorded_now": False}
-    )
-    finding = rule.judge(_keys_facts())
+    rule = BASELINE.at_default_severity()
+    baseline = {"taken_at": TAKEN, "source": "run", "recorded_now": False}
+    finding = rule.judge(_with_ledger(_keys_facts(), baseline=baseline))
     assert finding.success and TAKEN in finding.message
 
 
 def test_no_baseline_is_disclosed():
-    """AC-24: a suite run outside `kandev-dq check` has no records: never a silent pass."""
+    """AC-24: a suite run without a records database has no baseline: never a silent pass."""
     finding = BASELINE.at_default_severity().judge(_keys_facts())
-    assert not finding.success and activation.WRITE_ONCE_BASELINE in finding.message
+    assert not finding.success and finding.observed_value == "no baseline"
+    assert "rewrites cannot be seen" in finding.message
 
 
 def test_write_once_fails_without_a_key_ledger():
     finding = WRITE_ONCE.at_default_severity().judge(_keys_facts())
     assert not finding.success and finding.observed_value == "no ledger"
-    assert activation.KEY_LEDGER in finding.message
+    assert "records database" in finding.message
 
 
 PAIRED = activation.ExpectActivationKeysToBePaired

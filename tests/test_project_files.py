@@ -48,14 +48,26 @@ def test_init_cross_references_its_ids_as_gx_does(built_project):
 
     config = YAML(typ="safe").load((built_project / "great_expectations.yml").read_text())
     source = config["fluent_datasources"]["kandev_store"]
-    asset = source["assets"]["kandev_meta"]
-    data = {
-        "datasource": {"id": source["id"], "name": "kandev_store"},
-        "asset": {"id": asset["id"], "name": "kandev_meta"},
-        "batch_definition": {
-            "id": asset["batch_definitions"]["whole_table"]["id"],
-            "name": "whole_table",
-        },
+
+    def data(table: str) -> dict:
+        asset = source["assets"][table]
+        assert asset["table_name"] == table
+        return {
+            "datasource": {"id": source["id"], "name": "kandev_store"},
+            "asset": {"id": asset["id"], "name": table},
+            "batch_definition": {
+                "id": asset["batch_definitions"]["whole_table"]["id"],
+                "name": "whole_table",
+            },
+        }
+
+    # Each suite's asset is the table it judges first, named as GX users see it listed.
+    tables = {
+        "activation": "kandev_meta",
+        "writer_health": "task_session_messages",
+        "rows": "task_session_subagents",
+        "schema": "task_session_subagents",
+        "backfill": "task_session_messages",
     }
     backend = (built_project / "expectations" / ".ge_store_backend_id").read_text()
     assert backend == f"store_backend_id = {config['data_context_id']}\n"
@@ -64,7 +76,7 @@ def test_init_cross_references_its_ids_as_gx_does(built_project):
         definition = json.loads(path.read_text())
         suite = json.loads((built_project / "expectations" / path.name).read_text())
         assert definition["suite"] == {"id": suite["id"], "name": suite["name"]}
-        assert definition["data"] == data
+        assert definition["data"] == data(tables[definition["name"]])
         definitions[definition["name"]] = definition["id"]
     for path in (built_project / "checkpoints").glob("*.json"):
         for reference in json.loads(path.read_text())["validation_definitions"]:

@@ -20,11 +20,9 @@ class IndexedRule:
     rules: tuple[str, ...]
 
 
-#: The GX suite parameter carrying the key ledger's first sightings of a store (AC-24): named
-#: here, without GX, because the suites that pass it are written from this index.
-KEY_LEDGER = "kandev_key_ledger"
-#: The GX suite parameter saying when this store's write-once record began (AC-24).
-WRITE_ONCE_BASELINE = "kandev_write_once_baseline"
+#: The GX metric giving the write-once rules (AC-24) this store's key ledger and baseline from the
+#: records database: named here because the rules (below the records) depend on it by name.
+WRITE_ONCE_LEDGER = "kandev.write_once_ledger"
 
 
 def _r(expectation: str, suite: str, severity: str, rules: tuple[str, ...]) -> IndexedRule:

@@ -16,7 +16,7 @@ from kandev_dq.contract.instants import (
     Precision,
     parse_key,
 )
-from kandev_dq.contract.rule_index import KEY_LEDGER, WRITE_ONCE_BASELINE
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.contract.states import SELF_HEAL, STATES, explain_state
 from kandev_dq.expectations.base import (
     Finding,
@@ -48,36 +48,50 @@ class _ActivationExpectation(KandevExpectation):
     facts: ClassVar[str] = ACTIVATION
 
 
-class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
+class _LedgerExpectation(_ActivationExpectation):
+    """A rule judging the keys against the records database's key ledger (AC-24).
+
+    One snapshot cannot show a rewrite, so each run compares the keys with the first value ever
+    seen of each key of this store, kept in the records database of the project the run belongs
+    to. The metric :data:`WRITE_ONCE_LEDGER` (kandev-dq's run layer) records this run's first
+    sightings and hands back ``{"first_seen", "baseline"}``, the same way for ``kandev-dq check``
+    and for a checkpoint run through GX's own API, so both share one baseline.
+    """
+
+    judged_metrics: ClassVar[tuple[str, ...]] = (WRITE_ONCE_LEDGER,)
+
+    @staticmethod
+    def ledger(facts: dict[str, Any]) -> dict[str, Any]:
+        return facts.get(WRITE_ONCE_LEDGER) or {}
+
+
+class ExpectActivationKeysToBeWriteOnce(_LedgerExpectation):
     """No activation key ever changes or disappears once seen (AC-24, seed point 5).
 
-    One snapshot cannot show a rewrite, so each run compares the keys with the key ledger: the
-    first value ever seen of each key of this store (as :func:`~kandev_dq.sql.keys.read_keys`
-    reads it: a huge value as its head, length and digest). ``kandev-dq check`` hands it over
-    as the GX suite parameter :data:`KEY_LEDGER` (``checkpoint.run(expectation_parameters=...)``);
-    a suite run through GX directly passes it the same way. A legacy second-precision key is
-    not to be "upgraded" either: any change is an error naming the old and new values.
+    The keys are compared as the ledger records them (:func:`~kandev_dq.sql.keys.read_keys`: a
+    huge value as its head, length and digest). A legacy second-precision key is not to be
+    "upgraded" either: any change is an error naming the old and new values.
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24",)
     rule_text: ClassVar[str] = "Activation keys are write-once: never rewritten, never deleted"
-    #: Key name -> first value seen; in a suite, ``{"$PARAMETER": KEY_LEDGER}``.
-    first_seen: dict[str, str] | None = None
 
     def judge(self, facts: dict[str, Any]) -> Finding:
-        if self.first_seen is None:
+        ledger = self.ledger(facts)
+        first_seen = ledger.get("first_seen")
+        if first_seen is None:
             return Finding(
                 success=False,
                 observed_value="no ledger",
                 message=(
-                    f"no key ledger for this run: run it through `kandev-dq check` (which passes "
-                    f"the {KEY_LEDGER} suite parameter) with a project `kandev-dq init` made"
+                    "no key ledger for this run: rewrites cannot be seen; run it in a project "
+                    "`kandev-dq init` made, whose results store is the records database"
                 ),
             )
         now = facts["keys"]  # read as the ledger records them
         changed = [
             {"key": key, "first_seen": old, "now": now.get(key)}
-            for key, old in sorted(self.first_seen.items())
+            for key, old in sorted(first_seen.items())
             if now.get(key) != old
         ]
         if not changed:
@@ -99,34 +113,31 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
         )
 
 
-class ExpectWriteOnceBaselineToPredateThisRun(_ActivationExpectation):
+class ExpectWriteOnceBaselineToPredateThisRun(_LedgerExpectation):
     """Discloses a write-once record that begins with this run (AC-24).
 
     Write-once is judged against the records of earlier runs; on the first run against a store
     (a new machine, a new records database) there are none, so the write-once rule passes
     vacuously. This info rule says so instead of letting that pass read as a proof.
-    ``kandev-dq check`` passes :data:`WRITE_ONCE_BASELINE`: when the records' baseline of this
-    store was taken, and whether this run took it.
     """
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-24",)
     rule_text: ClassVar[str] = "The write-once baseline predates this run"
-    #: ``{"taken_at", "source", "recorded_now"}``; in a suite ``{"$PARAMETER": ...}``.
-    baseline: dict[str, Any] | None = None
 
     def judge(self, facts: dict[str, Any]) -> Finding:
-        if not self.baseline:
+        baseline = self.ledger(facts).get("baseline")
+        if not baseline:
             return Finding(
                 success=False,
                 observed_value="no baseline",
                 message=(
-                    f"no write-once baseline for this run (the {WRITE_ONCE_BASELINE} suite "
-                    "parameter): rewrites cannot be seen; run it through `kandev-dq check`"
+                    "no write-once baseline for this run: rewrites cannot be seen; run it in a "
+                    "project `kandev-dq init` made, whose results store is the records database"
                 ),
             )
-        taken = self.baseline.get("taken_at")
-        if self.baseline.get("recorded_now"):
+        taken = baseline.get("taken_at")
+        if baseline.get("recorded_now"):
             return Finding(
                 success=False,
                 observed_value=taken,

@@ -30,17 +30,17 @@ from great_expectations.render import (
 from great_expectations.render.renderer.renderer import renderer
 
 from kandev_dq.sql.listing import Listing
-from kandev_dq.store.snapshot import facts_for
+from kandev_dq.store.access import gx_facts
 
 #: Each registered family of facts: metric name -> (compute, the value keys it takes).
 FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...]]] = {}
 
 
-def register_facts(
-    name: str, compute: Callable[..., Mapping[str, Any]], value_keys: tuple[str, ...] = ()
+def register_metric(
+    name: str, compute: Callable[[Any, dict[str, Any]], Any], value_keys: tuple[str, ...] = ()
 ) -> str:
-    """Register GX metric ``name`` computing one family of facts; return the metric name."""
-    FACTS_FAMILIES[name] = (compute, value_keys)
+    """Register GX table metric ``name``: ``compute(execution_engine, params)``, ``params`` being
+    the value keys the expectation gives it; return the metric name."""
 
     def _sqlalchemy(
         cls,
@@ -50,12 +50,10 @@ def register_facts(
         metrics,
         runtime_configuration,
     ):
-        params = {key: metric_value_kwargs[key] for key in value_keys}
-        family = name + repr(sorted(params.items()))
-        return facts_for(execution_engine.engine, family, lambda conn: compute(conn, **params))
+        return compute(execution_engine, {key: metric_value_kwargs[key] for key in value_keys})
 
     type(
-        f"FactsMetric_{name.replace('.', '_')}",
+        f"Metric_{name.replace('.', '_')}",
         (TableMetricProvider,),
         {
             "metric_name": name,
@@ -65,6 +63,19 @@ def register_facts(
         },
     )
     return name
+
+
+def register_facts(
+    name: str, compute: Callable[..., Mapping[str, Any]], value_keys: tuple[str, ...] = ()
+) -> str:
+    """Register GX metric ``name`` computing one family of facts; return the metric name."""
+    FACTS_FAMILIES[name] = (compute, value_keys)
+
+    def facts(execution_engine, params: dict[str, Any]) -> Mapping[str, Any]:
+        family = name + repr(sorted(params.items()))
+        return gx_facts(execution_engine.engine, family, lambda conn: compute(conn, **params))
+
+    return register_metric(name, facts, value_keys)
 
 
 @dataclass(kw_only=True)
@@ -122,6 +133,8 @@ class KandevExpectation(BatchExpectation):
     #: GX drops a severity equal to the field default from a suite's JSON, so a subclass
     #: cannot override the field; suites are built with :meth:`at_default_severity`.
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.CRITICAL
+    #: Further metrics the rule judges, each handed to ``judge`` under its name beside the facts.
+    judged_metrics: ClassVar[tuple[str, ...]] = ()
     metric_dependencies: ClassVar[tuple[str, ...]] = ()
     success_keys: ClassVar[tuple[str, ...]] = ()
     domain_keys: ClassVar[tuple[str, ...]] = ("batch_id",)
@@ -129,7 +142,7 @@ class KandevExpectation(BatchExpectation):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.facts:
-            cls.metric_dependencies = (cls.facts,)
+            cls.metric_dependencies = (cls.facts, *cls.judged_metrics)
 
     @classmethod
     def at_default_severity(cls, **kwargs: Any) -> KandevExpectation:
@@ -154,7 +167,8 @@ class KandevExpectation(BatchExpectation):
     def _validate(
         self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
     ):
-        return self.result_of(self.finding(metrics[self.facts]))
+        facts = {**metrics[self.facts], **{name: metrics[name] for name in self.judged_metrics}}
+        return self.result_of(self.finding(facts))
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
         """A finding in GX's result shape (details carry the one-line message and AC ids).

@@ -16,7 +16,6 @@ from typing import Any
 
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.expectations.activation import KEY_LEDGER, WRITE_ONCE_BASELINE
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import store_identity
@@ -124,30 +123,19 @@ def _run_with_records(
         run_id = runs.new_run_id(checkpoint, identity)
         with (
             gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,
-            pinned(store.engine, reader=gx_engine) as run,
+            pinned(store.engine, reader=gx_engine, run_name=run_id.run_name) as run,
         ):
             keys = read_keys(run.connection)
             server = server_version(run.connection)
             amended = observe_subagents(run.connection).clauses_1_to_3_hold
-            # The database decides each first sighting (insert-if-absent) and every
-            # concurrent run reads back the same first values (AC-24 write-once).
-            baseline = records.take_baseline(identity, run_id.run_name)
-            records.record_first_sightings(identity, keys, run_id.run_name)
-            expected = records.expected_values(identity)
             # Before GX runs: the data docs it builds during the run show this record.
             record_run(
                 records, run_id, checkpoint, identity, store.shown, store.dialect, keys, amended
             )
-            outcome = runs.run_checkpoint(
-                context,
-                checkpoint,
-                run_id,
-                progress,
-                expectation_parameters={
-                    KEY_LEDGER: expected,
-                    WRITE_ONCE_BASELINE: baseline.parameter(),
-                },
-            )
+            # The write-once rules take the key ledger from the records database themselves
+            # (kandev_dq.run.write_once), as on a checkpoint run through GX's own API.
+            outcome = runs.run_checkpoint(context, checkpoint, run_id, progress)
+        baseline = records.baseline(identity)
         runs.notify(context, outcome, identity)
         report = CheckReport(
             store=store.shown,
@@ -163,7 +151,7 @@ def _run_with_records(
                 for r in v.results
             ],
             records=records.shown,
-            baseline_taken_at=baseline.taken_at,
+            baseline_taken_at=baseline.taken_at if baseline else "",
         )
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)

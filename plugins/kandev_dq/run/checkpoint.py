@@ -11,8 +11,9 @@ store's runs by recomputing its tag. (GX 1.24 keeps a run's suite parameters onl
 expectations that use them, never the asset's batch metadata, and rejects unknown batch
 parameters: the run name is the one run-level field that round-trips.)
 
-**Suite parameters.** The key ledger's first sightings reach the write-once rule (AC-24) as the
-suite parameter ``kandev_key_ledger``, through ``checkpoint.run(expectation_parameters=...)``.
+**The key ledger.** The write-once rules (AC-24) read and update it in the records database
+themselves (:mod:`kandev_dq.run.write_once`): a run needs no suite parameters, and a checkpoint
+run through GX's own API judges write-once exactly as ``kandev-dq check`` does.
 
 **Progress.** The checkpoint is run by GX as it is. kandev-dq only watches GX store each
 validation result (one per suite, in checkpoint order) and reports it; GX's own tqdm bars are
@@ -108,14 +109,8 @@ def new_run_id(checkpoint: str, identity: str):
     return RunIdentifier(run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC))
 
 
-def run_checkpoint(
-    context,
-    checkpoint: str,
-    run_id,
-    progress: Progress | None = None,
-    expectation_parameters: dict[str, Any] | None = None,
-):
-    """Run ``checkpoint`` as GX does, with the run's suite parameters; report its progress."""
+def run_checkpoint(context, checkpoint: str, run_id, progress: Progress | None = None):
+    """Run ``checkpoint`` as GX does; report its progress."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     gx_checkpoint = context.checkpoints.get(checkpoint)
@@ -124,7 +119,7 @@ def run_checkpoint(
     with _reporting(context, gx_checkpoint, progress):
         token = DOCS_PAGES.set("results")
         try:
-            result = gx_checkpoint.run(run_id=run_id, expectation_parameters=expectation_parameters)
+            result = gx_checkpoint.run(run_id=run_id)
         finally:
             DOCS_PAGES.reset(token)
     _build_run_wide_pages(context, gx_checkpoint)

@@ -18,8 +18,11 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   :func:`action_fires` asks GX's own ``should_notify`` whether it will send, with the run's
   highest failed severity as the action's private helper reads it; :func:`silencing_actions`
   keeps GX's action log lines (Teams' holds the webhook URL) of a sending thread off stderr.
-* **Naming what a suite judges in the data docs**: every suite runs against the one batch
-  ``kandev_meta``. :class:`KandevValidationResultsPageRenderer` and
+* **Finding the project a validation runs in** (the key ledger on a checkpoint run through GX's
+  own API): :func:`validating_context` follows the execution engine's active batch to its data
+  source and that data source's context, all public properties.
+* **Naming what a suite judges in the data docs**: a suite's asset names one table it reads.
+  :class:`KandevValidationResultsPageRenderer` and
   :class:`KandevExpectationSuitePageRenderer` override the protected classmethods GX's page
   renderers build the header, title and notes with (``tests/test_data_docs.py`` pins them).
 
@@ -76,6 +79,15 @@ def on_each_result(context, report: Callable[[Any], None]) -> Iterator[None]:
         yield
     finally:
         del store.store_validation_results  # the class's own method again
+
+
+def validating_context(execution_engine) -> Any:
+    """The data context whose checkpoint or validation definition is running on
+    ``execution_engine`` (the batch being validated names its data source, which names its
+    context); None when GX validates a batch that belongs to no context."""
+    batch = execution_engine.batch_manager.active_batch
+    datasource = getattr(batch, "datasource", None)
+    return getattr(datasource, "data_context", None)
 
 
 def run_action(action, context, checkpoint_result) -> Any:

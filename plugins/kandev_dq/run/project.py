@@ -25,7 +25,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.rule_index import KEY_LEDGER, RULE_INDEX, WRITE_ONCE_BASELINE
+from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
 
 PROJECT_FILE = "great_expectations.yml"
@@ -33,7 +33,15 @@ PROJECT_FILE = "great_expectations.yml"
 #: environment variable; GX's runtime environment, where kandev-dq puts the URL, ranks above it.
 URL_VARIABLE = "KANDEV_STORE_URL"
 DATASOURCE = "kandev_store"
-ASSET = "kandev_meta"
+#: Each suite's data asset: the table it judges first (the keys, the messages, the subagent
+#: rows). Every asset is of the one data source, so one run reads them all in one pinned snapshot.
+SUITE_ASSETS: dict[str, str] = {
+    "activation": "kandev_meta",
+    "writer_health": "task_session_messages",
+    "rows": "task_session_subagents",
+    "schema": "task_session_subagents",
+    "backfill": "task_session_messages",
+}
 BATCH = "whole_table"
 SUITE_DIR = "expectations"
 CHECKPOINT_DIR = "checkpoints"
@@ -45,10 +53,6 @@ TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0
 #: Arguments a suite gives one of its expectations beyond the class's defaults.
 SUITE_KWARGS: dict[str, dict[str, Any]] = {
     "expect_activation_state_to_be_in_set": {"accepted_states": ["fully_activated"]},
-    "expect_activation_keys_to_be_write_once": {"first_seen": {"$PARAMETER": KEY_LEDGER}},
-    "expect_write_once_baseline_to_predate_this_run": {
-        "baseline": {"$PARAMETER": WRITE_ONCE_BASELINE}
-    },
 }
 
 
@@ -118,6 +122,39 @@ def default_project() -> Path:
         f"no GX project: {here} has no {PROJECT_FILE}; pass --project DIR, "
         "or create one with `kandev-dq init DIR`"
     )
+
+
+#: The environment's opt-in to a project's own code on GX's path (the CLI's --allow-project-code).
+ALLOW_PROJECT_CODE_VARIABLE = "KANDEV_DQ_ALLOW_PROJECT_CODE"
+#: Project folders whose code the user opted in to in this process (the CLI and the API).
+_trusted: set[Path] = set()
+
+
+def trust_project_code(root: Path) -> None:
+    """The user opted in to the code the project at ``root`` names, for this process."""
+    _trusted.add(Path(root).resolve())
+
+
+def code_allowed(root: Path) -> bool:
+    return os.environ.get(ALLOW_PROJECT_CODE_VARIABLE) == "1" or root.resolve() in _trusted
+
+
+class IncompleteSuiteError(KandevDqError):
+    """A suite that loaded fewer expectations than it declares."""
+
+
+def refuse_incomplete_suite(name: str, declared: list[str], loaded: list[str]) -> None:
+    """Raise unless every declared expectation type loaded (``loaded`` may repeat types)."""
+    missing = list(declared)
+    for kind in loaded:
+        if kind in missing:
+            missing.remove(kind)
+    if missing:
+        raise IncompleteSuiteError(
+            f"suite {name} loaded {len(declared) - len(missing)} of its {len(declared)} "
+            f"expectations: {', '.join(sorted(set(missing)))} unknown to this kandev-dq version "
+            "or invalid; the run would pass without them"
+        )
 
 
 def refuse_project_code(root: Path) -> None:
@@ -208,20 +245,29 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
         raise KandevDqError(f"{root} is not a kandev-dq project: no {PROJECT_FILE} there")
     if not allow_project_code:
         refuse_project_code(root)
+    else:
+        trust_project_code(root)  # GX's path vets it again (kandev_dq.run.suites_store)
     import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
+    import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
 
     quiet_gx()
     import great_expectations as gx
 
     context = _file_context(gx, root, store_url)
+    # Also for a project whose yml predates kandev-dq's own expectations store.
     for path in sorted((root / SUITE_DIR).glob("*.json")):
-        declared = len(json.loads(path.read_text(encoding="utf-8")).get("expectations", []))
-        loaded = len(context.suites.get(path.stem).expectations)
-        if loaded != declared:
-            raise KandevDqError(
-                f"suite {path.stem} loaded {loaded} of its {declared} expectations: "
-                "an expectation type is unknown to this kandev-dq version"
+        declared = json.loads(path.read_text(encoding="utf-8")).get("expectations", [])
+        try:
+            loaded = context.suites.get(path.stem).expectations
+            refuse_incomplete_suite(
+                path.stem,
+                [str(e.get("type")) for e in declared],
+                [e.expectation_type for e in loaded],
             )
+        except IncompleteSuiteError as exc:
+            raise KandevDqError(f"{path}: {exc}") from None
+        except gx.exceptions.GreatExpectationsError as exc:
+            raise KandevDqError(f"{path}: {str(exc).splitlines()[0]}") from None
     return context
 
 
@@ -249,6 +295,7 @@ progress_bars:
   metric_calculations: false
 stores:
   expectations_store:
+    module_name: kandev_dq.run.suites_store
     class_name: ExpectationsStore
     store_backend:
       class_name: TupleFilesystemStoreBackend
@@ -328,19 +375,22 @@ fluent_datasources:
     type: sql
     id: {datasource_id}
     assets:
+{assets}    connection_string: ${{{variable}}}
+plugins_directory:
+config_variables_file_path:
+data_context_id: {context_id}
+"""
+#: One table asset of the data source, with its whole-table batch definition.
+_YML_ASSET = """\
       {asset}:
         type: table
-        id: {asset_id}
+        id: {id}
         batch_metadata: {{}}
         batch_definitions:
           {batch}:
             id: {batch_id}
             partitioner:
         table_name: {asset}
-    connection_string: ${{{variable}}}
-plugins_directory:
-config_variables_file_path:
-data_context_id: {context_id}
 """
 #: GX's marker of a store folder: the expectations store's id is the project's data_context_id.
 STORE_BACKEND_ID = ".ge_store_backend_id"
@@ -361,24 +411,24 @@ def build_project(root: Path) -> Path:
     for folder in (SUITE_DIR, DEFINITION_DIR, CHECKPOINT_DIR):
         (root / folder).mkdir(parents=True, exist_ok=True)
     context_id = _store_backend_id(root / SUITE_DIR)
-    ids = {part: _new_id() for part in ("datasource", "asset", "batch")}
+    datasource_id = _new_id()
+    assets = {
+        table: {"id": _new_id(), "batch_id": _new_id()}
+        for table in dict.fromkeys(SUITE_ASSETS.values())
+    }
     (root / PROJECT_FILE).write_text(
         _YML
         + _YML_DATASOURCE.format(
             datasource=DATASOURCE,
-            asset=ASSET,
-            batch=BATCH,
+            datasource_id=datasource_id,
+            assets="".join(
+                _YML_ASSET.format(asset=table, batch=BATCH, **ids) for table, ids in assets.items()
+            ),
             variable=URL_VARIABLE,
             context_id=context_id,
-            **{f"{part}_id": value for part, value in ids.items()},
         ),
         encoding="utf-8",
     )
-    data = {
-        "asset": {"id": ids["asset"], "name": ASSET},
-        "batch_definition": {"id": ids["batch"], "name": BATCH},
-        "datasource": {"id": ids["datasource"], "name": DATASOURCE},
-    }
     definitions = {}
     for name in SUITES:
         suite = {
@@ -399,6 +449,12 @@ def build_project(root: Path) -> Path:
         }
         _write_json(root / SUITE_DIR / f"{name}.json", suite)
         definitions[name] = {"id": _new_id(), "name": name}
+        asset = SUITE_ASSETS[name]
+        data = {
+            "asset": {"id": assets[asset]["id"], "name": asset},
+            "batch_definition": {"id": assets[asset]["batch_id"], "name": BATCH},
+            "datasource": {"id": datasource_id, "name": DATASOURCE},
+        }
         definition = {**definitions[name], "data": data, "suite": {"id": suite["id"], "name": name}}
         _write_json(root / DEFINITION_DIR / f"{name}.json", definition)
     for name, suites in CHECKPOINTS.items():

@@ -68,6 +68,13 @@ def _builtin_message(body: dict[str, Any], success: bool) -> str:
     return f"{count} unexpected of {body.get('element_count')} rows"
 
 
+def suite_success(suite_validation_result, fail_on: str = "error") -> bool:
+    """Whether a suite passed by kandev-dq's verdict: no failed rule of a severity that fails
+    a run (:func:`failing_severities`); an info disclosure or a warning is not a failure."""
+    failed = failed_by_severity(suite_validation_result)
+    return not any(failed.get(severity) for severity in failing_severities(fail_on))
+
+
 def failed_by_severity(suite_validation_result) -> dict[str, int]:
     """Failed rules of one GX suite result by kandev-dq severity (error, warning, info)."""
     counts = {"error": 0, "warning": 0, "info": 0}

@@ -33,6 +33,7 @@ from great_expectations.data_context.types.resource_identifiers import (
 from great_expectations.exceptions import InvalidKeyError
 
 from kandev_dq.run.records import Records, records_url
+from kandev_dq.run.results import suite_success
 
 
 class RecordsStoreBackend(StoreBackend):
@@ -153,6 +154,14 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
             store_name=store_name,
         )
         self._keys: dict[tuple, Any] = {}
+
+    def store_validation_results(self, suite_validation_result, *args: Any, **kwargs: Any):
+        """Store a suite's result with GX's ``success`` set by kandev-dq's verdict (fail on
+        error-severity rules only): GX's own ignores severity, so an info disclosure would fail
+        a run through GX's API, its data docs status and its notifications, where
+        ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards."""
+        suite_validation_result.success = suite_success(suite_validation_result)
+        return super().store_validation_results(suite_validation_result, *args, **kwargs)
 
     def tuple_to_key(self, tuple_):
         key = self._keys.get(tuple_)

@@ -202,6 +202,23 @@ def open_store(
     return store
 
 
+def gx_facts(gx_engine: sa.Engine, family: str, compute: Callable[[sa.Connection], Any]) -> Any:
+    """The facts a GX metric asks of GX's engine: from the run's pinned snapshot when kandev-dq
+    pinned one (``kandev-dq check``); else, on a checkpoint run through GX's own API, from
+    kandev-dq's own read-only connection to the same URL (SQLite ``mode=ro``, PostgreSQL
+    read-only transactions), opened for this family and closed after it: GX's engine connects
+    read-write, and validation never writes to the store."""
+    from kandev_dq.store.snapshot import facts_for, pin_of
+
+    if pin_of(gx_engine) is not None:
+        return facts_for(gx_engine, family, compute)
+    store = open_store(gx_engine.url.render_as_string(hide_password=False), read_only=True)
+    try:
+        return facts_for(store.engine, family, compute)
+    finally:
+        store.dispose()
+
+
 def require_writable(store: Store) -> None:
     """Refuse (exit 2) a store that cannot take a write now: a read-only file or server, or a
     SQLite file another process holds locked. Takes and releases the write lock; writes nothing.

@@ -8,7 +8,10 @@ a checkpoint, registered against the very engine object GX's execution engine re
 :func:`facts_for`, which uses the pinned connection when it is asked for that engine, and
 caches each family of facts for the run so that suites of one checkpoint share both the
 snapshot and the scan.
-Run directly through GX (no pin), each family of facts still reads within one transaction.
+Run through GX's own API (a scheduler running a checkpoint by name: no pin), each family of
+facts reads within one read-only transaction of its own, on kandev-dq's own read-only connection
+to the data source's URL, never on GX's read-write engine
+(:func:`kandev_dq.store.access.gx_facts`).
 
 Metadata PostgreSQL cannot parse as JSON would abort a family's statements (SQLite reads it as
 ``{}``): the first family to meet it locates those messages inside the snapshot and the run
@@ -52,6 +55,8 @@ class PinnedRead:
     cache: dict[str, Facts] = field(default_factory=dict)
     #: Messages whose metadata PostgreSQL cannot parse, once a family has located them.
     unreadable: Unreadable = field(default_factory=Unreadable)
+    #: The GX run name of the run reading it (the key ledger records who saw a key first).
+    run_name: str | None = None
 
 
 #: Engine -> the pinned read its facts are taken from while a run lasts (by identity).
@@ -94,7 +99,9 @@ def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
 
 
 @contextmanager
-def pinned(engine: sa.Engine, *, reader: sa.Engine | None = None) -> Iterator[PinnedRead]:
+def pinned(
+    engine: sa.Engine, *, reader: sa.Engine | None = None, run_name: str | None = None
+) -> Iterator[PinnedRead]:
     """Pin one snapshot of ``engine``: while the block runs, :func:`facts_for` reads every fact
     asked of ``reader`` (that very engine object, e.g. GX's; ``engine`` itself by default) in it.
     """
@@ -102,7 +109,7 @@ def pinned(engine: sa.Engine, *, reader: sa.Engine | None = None) -> Iterator[Pi
     if reader in _pins:
         raise RuntimeError("this engine already reads a pinned snapshot")
     with read_snapshot(engine) as conn:
-        run = PinnedRead(conn)
+        run = PinnedRead(conn, run_name=run_name)
         _pins[reader] = run
         try:
             yield run
@@ -120,6 +127,11 @@ def facts_for(engine: sa.Engine, family: str, compute: Callable[[sa.Connection],
         return run.cache[family]
     with read_snapshot(engine) as conn:
         return tolerating_unreadable_metadata(conn, compute)
+
+
+def pin_of(engine: sa.Engine) -> PinnedRead | None:
+    """The pinned read ``engine`` is registered against, if a run pinned one."""
+    return _pins.get(engine)
 
 
 def _guarded(

@@ -1,0 +1,66 @@
+"""GX's expectations store for a kandev-dq project: the types registered, every suite whole.
+
+A project's ``great_expectations.yml`` names this store (``kandev-dq init`` writes it)::
+
+    expectations_store:
+      module_name: kandev_dq.run.suites_store
+      class_name: ExpectationsStore
+
+GX instantiates its stores when it loads a context, before any suite is read, so importing this
+module is what makes kandev-dq's expectation types (and the write-once ledger metric) known to
+GX: ``gx.get_context(mode="file", ...)`` in the project folder is enough, as schedulers run it.
+It keeps GX's class name: GX's config treats stores by class name.
+
+GX drops an expectation whose type it does not know from a suite it loads, with a log line, and
+the checkpoint then passes on whatever is left, even nothing. Every suite this store loads must
+load every expectation its JSON declares; one that does not stops the run with an error naming
+the suite and the types (a checkpoint that returns success has run every expectation).
+
+A project is data (docs/reliability.md, 3a), on GX's path too: when GX builds this store, the
+project is vetted as ``kandev-dq check`` vets it (:func:`kandev_dq.run.project.refuse_project_code`)
+and one that names code of its own stops the context from loading, unless the user opted in:
+``--allow-project-code`` on the CLI, ``allow_project_code=True`` in the Python API, or
+``KANDEV_DQ_ALLOW_PROJECT_CODE=1`` in the environment of a scheduler running GX's API. (GX
+builds the stores in the yml's order: a store named before this one is built before the vetting.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from great_expectations.data_context.store import expectations_store as gx_expectations_store
+
+import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
+import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
+from kandev_dq.run.project import code_allowed, refuse_incomplete_suite, refuse_project_code
+
+
+class ExpectationsStore(gx_expectations_store.ExpectationsStore):
+    """GX's expectations store, vetting its project and refusing a suite that does not load
+    whole."""
+
+    # GX passes a store what its signature names: GX's own, spelled out.
+    def __init__(
+        self,
+        store_backend: dict | None = None,
+        runtime_environment: dict | None = None,
+        store_name: str = "no_store_name",
+        data_context=None,
+    ) -> None:
+        root = (runtime_environment or {}).get("root_directory")
+        if root and not code_allowed(Path(root)):
+            refuse_project_code(Path(root))
+        super().__init__(
+            store_backend=store_backend,
+            runtime_environment=runtime_environment,
+            store_name=store_name,
+            data_context=data_context,
+        )
+
+    def deserialize_suite_dict(self, suite_dict: dict):
+        declared = [str(e.get("type")) for e in suite_dict.get("expectations") or []]
+        suite = super().deserialize_suite_dict(suite_dict)
+        refuse_incomplete_suite(
+            str(suite_dict.get("name")), declared, [e.expectation_type for e in suite.expectations]
+        )
+        return suite

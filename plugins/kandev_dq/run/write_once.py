@@ -1,0 +1,71 @@
+"""The key ledger the write-once rules judge (AC-24), as a GX metric.
+
+One snapshot cannot show that a key was rewritten or deleted; the records database can. This
+metric records the store's first sightings of its keys in the records database of the project
+the validation runs in (its results store's backend, :mod:`kandev_dq.run.results_store`) and
+hands the rules the first values and the store's write-once baseline. ``kandev-dq check``, the
+Python API and a checkpoint run through GX's own API (a scheduler) all reach it the same way, so
+they share one baseline: a key rewritten between two runs is caught whichever path runs second.
+The metric is registered with GX when this module is imported; the project's expectations store
+(:mod:`kandev_dq.run.suites_store`) imports it, so loading a project's context is enough.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
+from kandev_dq.errors import KandevDqError
+from kandev_dq.expectations.base import register_metric
+from kandev_dq.run import gx_adapter
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.records import Records, refuse_the_store
+from kandev_dq.run.results_store import RecordsStoreBackend
+from kandev_dq.sql.keys import read_keys
+from kandev_dq.store.access import gx_facts
+from kandev_dq.store.snapshot import pin_of
+
+#: The run name a first sighting records when GX's own API runs the checkpoint: GX does not
+#: hand a metric the run's identifier.
+GX_API_RUN = "a run through GX's API"
+
+
+def take_ledger(
+    records: Records, identity: str, keys: dict[str, str | None], run_name: str
+) -> dict[str, Any]:
+    """Record this run's first sightings (insert-if-absent: concurrent runs agree) and return
+    what the rules judge: each key's expected value and the store's baseline."""
+    baseline = records.take_baseline(identity, run_name)
+    records.record_first_sightings(identity, keys, run_name)
+    return {
+        "first_seen": records.expected_values(identity),
+        "baseline": baseline.parameter(),
+    }
+
+
+def records_of(context) -> Records:
+    """The records database of the project ``context`` loaded; a project whose results store
+    is not kandev-dq's keeps no ledger, and the rule says so instead of passing."""
+    backend = getattr(getattr(context, "validation_results_store", None), "store_backend", None)
+    if not isinstance(backend, RecordsStoreBackend):
+        raise KandevDqError(
+            "this project keeps no records database (its validation results store is not "
+            "kandev-dq's RecordsStoreBackend): write-once cannot be judged; "
+            "rewrite the project with `kandev-dq init --force`"
+        )
+    return backend.records
+
+
+def write_once_ledger(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
+    """``{"first_seen": {key: value}, "baseline": {...}}`` for the store being validated."""
+    gx_engine = execution_engine.engine
+    records = records_of(gx_adapter.validating_context(execution_engine))
+    # Validation never writes to the store it validates: checked on every path.
+    refuse_the_store(records.url, gx_engine.url)
+    keys = gx_facts(gx_engine, "kandev.write_once_keys", read_keys)
+    pin = pin_of(gx_engine)
+    run_name = pin.run_name if pin is not None and pin.run_name else GX_API_RUN
+    return take_ledger(records, store_identity(gx_engine.url), keys, run_name)
+
+
+register_metric(WRITE_ONCE_LEDGER, write_once_ledger)

@@ -1,0 +1,344 @@
+"""A checkpoint run through GX's own API gives ``kandev-dq check``'s verdict (AC-24 to AC-33).
+
+Schedulers (Airflow's GX operator, Dagster, Prefect, cron) run a checkpoint by name from a GX
+file context: ``gx.get_context(mode="file", context_root_dir=...)`` then
+``context.checkpoints.get(name).run()``. These tests do exactly that in a fresh interpreter
+that never imports ``kandev_dq`` itself (the project's yml makes GX import it), on every
+scenario of the fault corpus, healthy and faulty, on SQLite and PostgreSQL, and hold the
+verdict, the failing rules and their severities to the CLI's on the same store. The key ledger
+is shared between the two paths, and a suite that does not load whole never passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kandev_dq.lab import scenarios
+from kandev_dq.lab.scenarios.running import apply_between_runs, materialise, private_project
+from kandev_dq.run.check import run_check
+from kandev_dq.run.project import CHECKPOINTS
+from tests.gxhelpers import in_a_fresh_interpreter
+
+#: Runs each job's checkpoint through GX's API alone; prints one JSON outcome per job.
+NATIVE_RUN = r"""
+import json, os, sys
+assert "kandev_dq" not in sys.modules
+import great_expectations as gx
+def raised(info):  # GX's flat form, or its form per metric
+    nested = [v for v in info.values() if isinstance(v, dict)]
+    return bool(info.get("raised_exception")) or any(v.get("raised_exception") for v in nested)
+outcomes = []
+for job in json.load(sys.stdin):
+    os.environ["KANDEV_STORE_URL"] = job["url"]
+    context = gx.get_context(mode="file", context_root_dir=job["project"])
+    assert "kandev_dq" in sys.modules, "the project's context did not load kandev-dq"
+    try:
+        result = context.checkpoints.get(job["checkpoint"]).run()
+    except Exception as exc:
+        outcomes.append({"raised": type(exc).__name__, "message": str(exc)})
+        continue
+    outcomes.append({
+        "success": result.success,
+        "results": [
+            {
+                "suite": v.suite_name,
+                "expectation": r.expectation_config.type,
+                "severity": r.expectation_config.severity.value,
+                "success": r.success,
+                "error": raised(r.exception_info or {}),
+            }
+            for v in result.run_results.values() for r in v.results
+        ],
+    })
+print(json.dumps(outcomes))
+"""
+
+
+def native_runs(jobs: list[dict], cwd: Path) -> list[dict]:
+    """Each ``{"project", "url", "checkpoint"}`` run through GX's API in one new interpreter
+    (the process environment holds no kandev-dq setting but the store's URL)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_")}
+    return json.loads(in_a_fresh_interpreter(NATIVE_RUN, cwd, json.dumps(jobs), env))
+
+
+def nightly(project: Path, sqlite_file: str) -> dict:
+    """The job running ``nightly`` of ``project`` on a SQLite store."""
+    return {"project": str(project), "url": gx_url("sqlite", sqlite_file), "checkpoint": "nightly"}
+
+
+def failing(results: list[dict]) -> set[tuple[str, str, str]]:
+    return {(r["suite"], r["expectation"], r["severity"]) for r in results if not r["success"]}
+
+
+def cli_failing(report) -> set[tuple[str, str, str]]:
+    gx_word = {"error": "critical"}
+    return {
+        (r.suite, r.expectation, gx_word.get(r.severity, r.severity))
+        for r in report.results
+        if not r.success
+    }
+
+
+def gx_url(dialect: str, target: str) -> str:
+    """The store as a GX data source's connection string names it (a SQLAlchemy URL)."""
+    return f"sqlite:///{target}" if dialect == "sqlite" else target
+
+
+class Stores:
+    """Scratch stores of one dialect: SQLite files in a folder, PostgreSQL schemas."""
+
+    def __init__(self, dialect: str, folder: Path, pg_url=None):
+        self.dialect, self.folder, self.pg_url = dialect, folder, pg_url
+        self.count = 0
+
+    def new(self) -> str:
+        self.count += 1
+        if self.dialect == "sqlite":
+            return str(self.folder / f"store{self.count}.db")
+        import sqlalchemy as sa
+
+        schema = f"gxn_{uuid.uuid4().hex[:12]}"
+        base = self.pg_url.render_as_string(hide_password=False)
+        with sa.create_engine(base).begin() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{schema}"')
+        return f"{base}?options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def stores(request, tmp_path) -> Stores:
+    if request.param == "postgresql":
+        return Stores("postgresql", tmp_path, request.getfixturevalue("pg_database"))
+    return Stores("sqlite", tmp_path)
+
+
+#: Scenarios checked once (those with a between-runs mutation are the ledger tests' below).
+ONCE = sorted(name for name, s in scenarios.SCENARIOS.items() if s.between_runs is None)
+CHUNKS = 3
+
+
+def checkpoints_for(index: int) -> tuple[str, ...]:
+    """``pre_release`` (every suite) on every scenario; the other checkpoints, which run
+    subsets of the same suites, on every fourth one too (healthy and faulty among them)."""
+    return tuple(CHECKPOINTS) if index % 4 == 0 else ("pre_release",)
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_every_checkpoint_through_gx_gives_the_cli_verdict_on_the_corpus(
+    chunk, stores, built_project, tmp_path
+):
+    """Healthy and faulty scenarios alike: the same success, the same failing rules at the
+    same severities, every expectation run (none dropped, none unevaluated)."""
+    jobs, expected = [], []
+    for index in range(chunk, len(ONCE), CHUNKS):
+        name = ONCE[index]
+        target = stores.new()
+        materialise(name, target)
+        scenario = scenarios.get(name)
+        checked = scenario.check_url(target) if scenario.check_url else target
+        for checkpoint in checkpoints_for(index):
+            cli = private_project(built_project, tmp_path / f"cli-{name}-{checkpoint}")
+            native = private_project(built_project, tmp_path / f"gx-{name}-{checkpoint}")
+            report = run_check(cli, checked, checkpoint)
+            expected.append((name, checkpoint, report))
+            jobs.append(
+                {
+                    "project": str(native),
+                    "url": gx_url(stores.dialect, checked),
+                    "checkpoint": checkpoint,
+                }
+            )
+    outcomes = native_runs(jobs, tmp_path)
+    for (name, checkpoint, report), outcome in zip(expected, outcomes, strict=True):
+        where = f"{name} / {checkpoint} on {stores.dialect}"
+        assert "raised" not in outcome, f"{where}: {outcome}"
+        assert len(outcome["results"]) == len(report.results), where
+        assert not any(r["error"] for r in outcome["results"]), where
+        assert outcome["success"] == report.success, where
+        assert failing(outcome["results"]) == cli_failing(report), where
+
+
+@pytest.mark.parametrize("rewrite", ["key_rewritten_between_runs", "key_deleted_between_runs"])
+def test_the_key_ledger_is_shared_whichever_path_runs_second(
+    rewrite, stores, built_project, tmp_path
+):
+    """AC-24: a key rewritten (or deleted) between a CLI run and a GX-native run is caught
+    at error by the second run, in either order: both read and update one records database."""
+    write_once = ("activation", "expect_activation_keys_to_be_write_once", "critical")
+    cli_first, gx_first = stores.new(), stores.new()
+    for target in (cli_first, gx_first):
+        materialise(rewrite, target)
+    one = private_project(built_project, tmp_path / "cli-first")
+    two = private_project(built_project, tmp_path / "gx-first")
+
+    assert run_check(one, cli_first, "nightly").success
+    [first] = native_runs(
+        [{"project": str(two), "url": gx_url(stores.dialect, gx_first), "checkpoint": "nightly"}],
+        tmp_path,
+    )
+    assert first["success"] and write_once not in failing(first["results"])
+
+    apply_between_runs(rewrite, cli_first)
+    apply_between_runs(rewrite, gx_first)
+    [second] = native_runs(
+        [{"project": str(one), "url": gx_url(stores.dialect, cli_first), "checkpoint": "nightly"}],
+        tmp_path,
+    )
+    assert not second["success"] and write_once in failing(second["results"])
+    report = run_check(two, gx_first, "nightly")
+    assert not report.success and write_once in cli_failing(report)
+
+
+def _add_expectation(project: Path, suite: str, expectation: dict) -> None:
+    path = project / "expectations" / f"{suite}.json"
+    config = json.loads(path.read_text())
+    config["expectations"].append(expectation)
+    path.write_text(json.dumps(config, indent=2))
+
+
+UNKNOWN = {"type": "expect_writer_to_be_fine", "kwargs": {}, "meta": {}, "severity": "critical"}
+INVALID = {
+    "type": "expect_no_backfill_rows_inside_sentinel_window",
+    "kwargs": {"window_minutes": -5},
+    "meta": {},
+    "severity": "warning",
+}
+
+
+@pytest.mark.parametrize(
+    "extra, raised, named",
+    [
+        (
+            UNKNOWN,
+            "IncompleteSuiteError",
+            "suite writer_health loaded 7 of its 8 expectations: expect_writer_to_be_fine",
+        ),
+        (INVALID, "ValidationError", "window_minutes"),
+    ],
+    ids=["unknown type", "invalid argument"],
+)
+def test_a_suite_that_does_not_load_whole_fails_the_gx_native_run(
+    extra, raised, named, built_project, sqlite_target, tmp_path
+):
+    """GX drops an expectation whose type it does not know and would pass on what is left:
+    kandev-dq's expectations store refuses the suite instead, naming it and the type. (GX
+    itself refuses an argument its field rejects.) Either way the run never returns."""
+    materialise("healthy_baseline", sqlite_target.url)
+    project = private_project(built_project, tmp_path / "project")
+    _add_expectation(project, "writer_health", extra)
+    job = {"project": str(project), "url": gx_url("sqlite", sqlite_target.url)}
+    outcomes = native_runs(
+        [job | {"checkpoint": "nightly"}, job | {"checkpoint": "post_migration"}], tmp_path
+    )
+    assert outcomes[0]["raised"] == raised
+    assert named in outcomes[0]["message"]
+    # A checkpoint without that suite still runs.
+    assert outcomes[1]["success"] is True
+
+
+def test_a_project_without_the_records_store_fails_write_once_loudly(
+    built_project, sqlite_target, tmp_path
+):
+    """A project whose results store is GX's own has no key ledger: write-once cannot be
+    judged, and the GX-native run fails rather than pass with it skipped (AC-24)."""
+    materialise("healthy_baseline", sqlite_target.url)
+    project = private_project(built_project, tmp_path / "project")
+    yml = project / "great_expectations.yml"
+    text = yml.read_text()
+    ours = (
+        "    module_name: kandev_dq.run.results_store\n    class_name: ValidationResultsStore\n"
+        "    store_backend:\n      module_name: kandev_dq.run.results_store\n"
+        "      class_name: RecordsStoreBackend\n"
+    )
+    assert ours in text
+    yml.write_text(
+        text.replace(
+            ours,
+            "    class_name: ValidationResultsStore\n    store_backend:\n"
+            "      class_name: TupleFilesystemStoreBackend\n"
+            "      base_directory: uncommitted/validations/\n",
+        )
+    )
+    [outcome] = native_runs([nightly(project, sqlite_target.url)], tmp_path)
+    assert outcome["success"] is False
+    unevaluated = {r["expectation"] for r in outcome["results"] if r["error"]}
+    assert unevaluated == {
+        "expect_activation_keys_to_be_write_once",
+        "expect_write_once_baseline_to_predate_this_run",
+    }
+
+
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def test_a_gx_native_run_reads_read_only_keeps_records_and_builds_the_docs(
+    built_project, sqlite_target, tmp_path
+):
+    """On GX's path too: the store is read through kandev-dq's read-only connection and left
+    byte-identical, the results land in the records database (where ``history`` and the
+    data docs read them), and the checkpoint's docs action builds the site with its overview."""
+    materialise("healthy_baseline", sqlite_target.url)
+    sqlite_target.engine.dispose()
+    before = _digest(sqlite_target.url)
+    project = private_project(built_project, tmp_path / "project")
+    checkpoint = project / "checkpoints" / "nightly.json"
+    config = json.loads(checkpoint.read_text())
+    config["actions"] = [{"name": "update_data_docs", "site_names": [], "type": "update_data_docs"}]
+    checkpoint.write_text(json.dumps(config, indent=2))
+    [outcome] = native_runs([nightly(project, sqlite_target.url)], tmp_path)
+    assert outcome["success"] is True
+    assert _digest(sqlite_target.url) == before
+    records = sqlite3.connect(project / "uncommitted" / "records.db")
+    try:
+        stored = records.execute("SELECT count(*) FROM kandev_dq_validation_results").fetchone()[0]
+        ledger = records.execute("SELECT count(*) FROM kandev_dq_key_ledger").fetchone()[0]
+    finally:
+        records.close()
+    assert stored == len(CHECKPOINTS["nightly"]) and ledger == 3
+    site = project / "uncommitted" / "data_docs" / "local_site"
+    assert (site / "index.html").is_file() and (site / "overview.html").is_file()
+    pages = list((site / "validations").rglob("*.html"))
+    assert len(pages) == len(CHECKPOINTS["nightly"])
+
+
+def test_a_project_naming_code_of_its_own_does_not_load_on_gx_path_unless_opted_in(
+    built_project, sqlite_target, tmp_path
+):
+    """A project is data on GX's path too (docs/reliability.md, 3a): a checkpoint naming a
+    module of its own stops the context from loading, before GX imports it; the environment's
+    opt-in lets GX go on (and fail to find that module, which is the project's business)."""
+    materialise("healthy_baseline", sqlite_target.url)
+    project = private_project(built_project, tmp_path / "project")
+    checkpoint = project / "checkpoints" / "nightly.json"
+    config = json.loads(checkpoint.read_text())
+    config["actions"] = [
+        {"name": "x", "type": "update_data_docs", "site_names": [],
+         "renderer": {"module_name": "planted_module", "class_name": "Anything"}},
+    ]  # fmt: skip
+    checkpoint.write_text(json.dumps(config, indent=2))
+    job = {"project": str(project), "url": gx_url("sqlite", sqlite_target.url)}
+    script = NATIVE_RUN.replace(
+        '    context = gx.get_context(mode="file", context_root_dir=job["project"])\n',
+        "    try:\n"
+        '        context = gx.get_context(mode="file", context_root_dir=job["project"])\n'
+        "    except Exception as exc:\n"
+        '        outcomes.append({"raised": type(exc).__name__, "message": str(exc)})\n'
+        "        continue\n",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_")}
+
+    def loaded(environment: dict) -> dict:
+        jobs = json.dumps([job | {"checkpoint": "nightly"}])
+        return json.loads(in_a_fresh_interpreter(script, tmp_path, jobs, environment))[0]
+
+    refused = loaded(env)
+    assert "planted_module" in refused["message"] and "project code" in refused["message"]
+    allowed = loaded(env | {"KANDEV_DQ_ALLOW_PROJECT_CODE": "1"})
+    assert "project code" not in allowed.get("message", "")
