@@ -26,7 +26,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run",),
     ("report",),
     ("lab",),
+    ("api",),
     ("cli",),
+    ("",),  # the package itself: it re-exports the API
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 

@@ -8,13 +8,10 @@ store, not a Kandev store, broken project). Errors are one line on stderr, never
 
 from __future__ import annotations
 
-import gc
 import itertools
 import json
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from kandev_dq import api
+from kandev_dq.api import loading_gx
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.text import one_line, printable
 
@@ -180,24 +179,6 @@ def _checked_inputs(project: Path | None, store: str | None, checkpoint: str) ->
     return folder
 
 
-@contextmanager
-def _loading_gx() -> Iterator[None]:
-    """GX's import with the cyclic collector paused: it builds about 300,000 long-lived
-    objects, which the collector walked about 700 times as they loaded (GX's import and
-    ``get_context`` took 2.7 s instead of 1.8 s). Loaded modules live as long as the process:
-    frozen, later collections skip them.
-    Once GX is loaded (a second command in one process), nothing is paused or frozen."""
-    if "great_expectations" in sys.modules:
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
-
-
 def _used(project: Path) -> None:
     """Name on stderr the project a run used: its config decided what the run loaded."""
     err.print(f"kandev-dq: project {printable(project.resolve())}", markup=False)
@@ -250,23 +231,14 @@ def migrate(
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
     _errors_as_json(output is Format.json)
-    from kandev_dq.run.inputs import refuse_unusable_store
 
-    refuse_unusable_store(store)
-    from kandev_dq.migration import runner as migration
-    from kandev_dq.store.access import open_store, require_writable
-
-    opened = open_store(store, read_only=dry_run)
-    try:
+    def announce(shown: str, dialect: str) -> None:
         if output is Format.text:  # first, so a reader knows which store is about to change
-            say(f"{'dry run on' if dry_run else 'migrating'} {opened.shown} ({opened.dialect})")
-        if not dry_run:
-            require_writable(opened)
-        report = migration.run(opened, dry_run=dry_run)
-    finally:
-        opened.dispose()
+            say(f"{'dry run on' if dry_run else 'migrating'} {shown} ({dialect})")
+
+    report = api.migrate(store, dry_run=dry_run, announce=announce)
     if output is Format.json:
-        print(json.dumps({"store": opened.shown, **report.to_dict()}, default=str))
+        print(json.dumps(report.to_dict(), default=str))
     else:
         say(report.render())
     raise typer.Exit(int(report.exit_code))
@@ -288,17 +260,16 @@ def check(
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     _errors_as_json(output is CheckFormat.json)
     folder = _checked_inputs(project, store, checkpoint)
-    with _loading_gx():
-        from kandev_dq.run.check import run_check, verdict_line
-
-    report = run_check(
-        folder,
+    report = api.check(
         store,
         checkpoint,
-        _progress(quiet),
-        allow_project_code=allow_project_code,
+        folder,
         records=records,
+        allow_project_code=allow_project_code,
+        progress=_progress(quiet),
     )
+    from kandev_dq.run.check import verdict_line
+
     if not quiet:
         _used(folder)
     if output is CheckFormat.json:
@@ -351,7 +322,7 @@ def audit(
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
     folder = _checked_inputs(project, store, "pre_release")
-    with _loading_gx():
+    with loading_gx():
         from kandev_dq.report.audit import run_audit
         from kandev_dq.run.check import verdict_line
 
@@ -383,7 +354,7 @@ def history(
     failing, when the write-once baseline was taken, and every accepted key reset."""
     _errors_as_json(output is Format.json)
     folder = _project(project)
-    with _loading_gx():
+    with loading_gx():
         from kandev_dq.report.history import history as past_runs
         from kandev_dq.report.history import render
 
@@ -430,7 +401,7 @@ def explain(
 
     inputs.expectation_name(expectation)  # vetted without GX, as the store is
     inputs.kandev_store(store)
-    with _loading_gx():
+    with loading_gx():
         from kandev_dq.run.explain import SHOWN_ROWS
         from kandev_dq.run.explain import explain as explained_rule
 
@@ -498,7 +469,7 @@ def docs(
 ) -> None:
     """(Re)build the data docs from the records database and print the index path."""
     folder = _project(project)
-    with _loading_gx():
+    with loading_gx():
         from kandev_dq.report.site import build_docs
 
     built = build_docs(folder, allow_project_code=allow_project_code, records=records)
@@ -531,7 +502,7 @@ def demo(
     scale: Annotated[int, typer.Option(min=1, help="Sample scale units.")] = 1,
 ) -> None:
     """Generate a sample store, migrate it, run pre_release and build the data docs."""
-    with _loading_gx():
+    with loading_gx():
         from kandev_dq.lab.demo import run_demo
         from kandev_dq.run.check import verdict_line
 

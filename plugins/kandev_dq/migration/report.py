@@ -57,6 +57,7 @@ class MigrationReport:
 
     dialect: str
     dry_run: bool = False
+    store: str = ""  #: the store as outputs name it (no credentials)
     steps: list[StepResult] = field(default_factory=list)
     shape: SubagentsShape | None = None  #: at the end of the run (dry run: as it is now)
     keys: dict[str, str | None] = field(default_factory=dict)  #: at the end (None = absent)
@@ -81,6 +82,7 @@ class MigrationReport:
 
     def to_dict(self) -> dict:
         return {
+            "store": self.store,
             "dialect": self.dialect,
             "dry_run": self.dry_run,
             "ok": self.ok,
