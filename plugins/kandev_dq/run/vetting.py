@@ -282,6 +282,7 @@ def _vet_yml(yml: Path, config: dict) -> None:
             refuse(yml, f"{where}.root_directory", "moves a store out of the project folder")
         if "base_directory" in mapping:
             _inside(yml, f"{where}.base_directory", mapping["base_directory"], root)
+    for where, mapping in _mappings(config):
         if "store_backend" in mapping:
             _vet_backend(yml, f"{where}.store_backend", mapping["store_backend"])
     _vet_datasources(yml, sources)
