@@ -148,7 +148,7 @@ def test_a_config_variables_file_outside_the_project_is_refused(project, tmp_pat
     message = _refused(project)
     assert message.startswith(f"{project / PROJECT_FILE}: config_variables_file_path: ")
     assert "'../victim_home/secrets.yml' is outside the project folder" in message
-    inside = project / "uncommitted" / "config_variables.yml"
+    inside = project / "settings" / "config_variables.yml"
     inside.parent.mkdir()
     inside.symlink_to(home / "secrets.yml")  # a link out is outside too
     _edit_yml(project, lambda c: c.update(config_variables_file_path=str(inside)))
@@ -187,9 +187,8 @@ def test_results_and_docs_written_outside_the_project_are_refused(project, tmp_p
     elif where == "dotdot":
         folder = "uncommitted/../../outside/"
     else:
-        (project / "uncommitted").mkdir()
-        (project / "uncommitted" / "results").symlink_to(outside)
-        folder = "uncommitted/results/"
+        (project / "results").symlink_to(outside)
+        folder = "results/"
     _edit_yml(project, _results_store(folder))
     assert _refused(project).startswith(
         f"{project / PROJECT_FILE}: stores.validation_results_store.store_backend."
@@ -202,6 +201,39 @@ def test_results_and_docs_written_outside_the_project_are_refused(project, tmp_p
         f"{project / PROJECT_FILE}: data_docs_sites.local_site.store_backend.base_directory: "
         f"{folder!r} is outside the project folder"
     )
+
+
+@pytest.mark.parametrize(
+    "link, entry",
+    [
+        (
+            "uncommitted",  # the docs folder in it resolves outside first
+            "data_docs_sites.local_site.store_backend.base_directory: "
+            "'uncommitted/data_docs/local_site/' is outside the project folder",
+        ),
+        ("uncommitted/records.db", "uncommitted: uncommitted/records.db is a link out"),
+        (
+            "uncommitted/data_docs/local_site/index.html",
+            "uncommitted: uncommitted/data_docs/local_site/index.html is a link out",
+        ),
+        (
+            "expectations/activation.json",
+            "stores.expectations_store.store_backend.base_directory: "
+            "expectations/activation.json is a link out",
+        ),
+    ],
+)
+def test_a_link_out_of_a_folder_kandev_dq_writes_is_refused(project, tmp_path, link, entry):
+    """GX and the records database write into these folders: a checkout linking a page or
+    the records file to one of the user's files would have it overwritten."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "file").write_text("mine")
+    path = project / link
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.symlink_to(victim if link == "uncommitted" else victim / "file")
+    assert _refused(project).startswith(f"{project / PROJECT_FILE}: {entry}")
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ and refuses anything else in one line naming the file and the entry (exit 2).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -113,6 +114,8 @@ DECLARED_KWARGS: dict[str, frozenset[str]] = {
 }
 
 OPT_IN = "pass --allow-project-code to use it"
+#: GX's own folder in a project, where kandev-dq keeps the records database by default.
+UNCOMMITTED = "uncommitted"
 
 
 def refuse(file: Path, where: str, problem: str) -> None:
@@ -277,11 +280,15 @@ def _vet_yml(yml: Path, config: dict) -> None:
     for name, store in _mapping(yml, "stores", config.get("stores")).items():
         _only(yml, f"stores.{name}", store, STORE_KEYS)
     root = yml.parent.resolve()
+    written = {UNCOMMITTED: root / UNCOMMITTED}  # GX's and the records' default folder
     for where, mapping in _mappings(config):
         if "root_directory" in mapping:
             refuse(yml, f"{where}.root_directory", "moves a store out of the project folder")
         if "base_directory" in mapping:
-            _inside(yml, f"{where}.base_directory", mapping["base_directory"], root)
+            place = f"{where}.base_directory"
+            written[place] = _inside(yml, place, mapping["base_directory"], root)
+    for where, folder in written.items():
+        _refuse_links_out(yml, where, folder, root)
     for where, mapping in _mappings(config):
         if "store_backend" in mapping:
             _vet_backend(yml, f"{where}.store_backend", mapping["store_backend"])
@@ -297,6 +304,21 @@ def _inside(file: Path, where: str, value: object, root: Path) -> Path:
     if not resolved.is_relative_to(root):
         refuse(file, where, f"{one_line(value)[:200]!r} is outside the project folder")
     return resolved
+
+
+def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path) -> None:
+    """A folder kandev-dq or GX writes into holds no symbolic link out of the project: a
+    checkout could link a page or the records database to a file of the user's."""
+    if folder.is_symlink() and not folder.resolve().is_relative_to(root):
+        refuse(
+            yml, where, f"{one_line(folder.relative_to(root))} is a link out of the project folder"
+        )
+    for parent, folders, files in os.walk(folder):
+        for name in (*folders, *files):
+            path = Path(parent) / name
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                shown = one_line(path.relative_to(root))[:200]
+                refuse(yml, where, f"{shown} is a link out of the project folder")
 
 
 def _vet_backend(yml: Path, where: str, backend: object) -> None:
