@@ -129,7 +129,7 @@ def vet_project(root: Path) -> None:
     yml = Path(root) / PROJECT_FILE
     config = _read(yml, _yaml)
     _refuse_foreign_modules(yml, config)
-    config = config if isinstance(config, dict) else {}
+    config = _only(yml, "", config, YML_KEYS)
     for checkpoint in _documents(yml, config, "checkpoint_store", CHECKPOINT_DIR, "checkpoints"):
         document = _read(checkpoint, json.loads)
         _refuse_foreign_modules(checkpoint, document)
@@ -162,7 +162,7 @@ def _read(path: Path, parse: Callable[[str], Any]) -> Any:
 def _documents(yml: Path, config: dict, store: str, default: str, what: str) -> list[Path]:
     """The JSON files of one of the project's filesystem stores; only a local folder inside the
     project can be read beforehand."""
-    name = config.get(f"{store}_name", store)
+    name = one_line(config.get(f"{store}_name", store))
     stores = _mapping(yml, "stores", config.get("stores"))
     entry = _mapping(yml, f"stores.{name}", stores.get(name))
     backend = _mapping(yml, f"stores.{name}.store_backend", entry.get("store_backend"))
@@ -185,8 +185,8 @@ def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
             isinstance(module, str) and TRUSTED_MODULE.fullmatch(module)
         ):
             raise KandevDqError(
-                f"{file}: {place or '(top)'}: module_name {module!r} is project code, not "
-                "kandev-dq's or GX's; pass --allow-project-code to run it"
+                f"{file}: {one_line(place) or '(top)'}: module_name {module!r} is project "
+                "code, not kandev-dq's or GX's; pass --allow-project-code to run it"
             )
 
 
@@ -276,7 +276,6 @@ def _vet_yml(yml: Path, config: dict) -> None:
         for name in sources
     }
     _refuse_substitution(yml, config, frozenset(allowed))
-    _only(yml, "", config, YML_KEYS)
     for name, store in _mapping(yml, "stores", config.get("stores")).items():
         _only(yml, f"stores.{name}", store, STORE_KEYS)
     root = yml.parent.resolve()
@@ -386,12 +385,23 @@ def _vet_config_variables(yml: Path, path: object, root: Path) -> None:
 # --- checkpoints, suites, validation definitions -----------------------------------------------
 
 
-def _vet_checkpoint(file: Path, document: object) -> None:
+def _document(file: Path, document: object, keys: frozenset[str]) -> dict:
+    """A JSON document holding no substitution and no key but ``keys``."""
     _refuse_substitution(file, document, frozenset())
-    _only(file, "", document, CHECKPOINT_KEYS)
-    for index, action in enumerate(_list(file, "actions", document.get("actions"))):
-        where = f"actions[{index}]"
-        _only(file, where, action, ACTION_KEYS)
+    return _only(file, "", document, keys)
+
+
+def _items(file: Path, document: dict, name: str, keys: frozenset[str]) -> Iterator[tuple]:
+    """Each entry of the document's list ``name`` (where it is, the entry), holding only
+    ``keys``."""
+    for index, item in enumerate(_list(file, name, document.get(name))):
+        where = f"{name}[{index}]"
+        yield where, _only(file, where, item, keys)
+
+
+def _vet_checkpoint(file: Path, document: object) -> None:
+    document = _document(file, document, CHECKPOINT_KEYS)
+    for where, action in _items(file, document, "actions", ACTION_KEYS):
         if action.get("type") != DOCS_ACTION:
             kind = one_line(action.get("type"))[:80]
             refuse(
@@ -400,18 +410,12 @@ def _vet_checkpoint(file: Path, document: object) -> None:
                 f"type {kind!r} is not {DOCS_ACTION}, the only action a project "
                 "may name (notifications come from the user's environment)",
             )
-    for index, reference in enumerate(
-        _list(file, "validation_definitions", document.get("validation_definitions"))
-    ):
-        _only(file, f"validation_definitions[{index}]", reference, REFERENCE_KEYS)
+    list(_items(file, document, "validation_definitions", REFERENCE_KEYS))  # names and ids
 
 
 def _vet_suite(file: Path, document: object) -> None:
-    _refuse_substitution(file, document, frozenset())
-    _only(file, "", document, SUITE_KEYS)
-    for index, expectation in enumerate(_list(file, "expectations", document.get("expectations"))):
-        where = f"expectations[{index}]"
-        _only(file, where, expectation, EXPECTATION_KEYS)
+    document = _document(file, document, SUITE_KEYS)
+    for where, expectation in _items(file, document, "expectations", EXPECTATION_KEYS):
         kind = expectation.get("type")
         if not isinstance(kind, str) or kind not in DECLARED_KWARGS:
             refuse(
@@ -425,8 +429,7 @@ def _vet_suite(file: Path, document: object) -> None:
 
 
 def _vet_definition(file: Path, document: object) -> None:
-    _refuse_substitution(file, document, frozenset())
-    _only(file, "", document, DEFINITION_KEYS)
+    document = _document(file, document, DEFINITION_KEYS)
     _only(file, "suite", document.get("suite"), REFERENCE_KEYS)
     data = _only(file, "data", document.get("data"), DEFINITION_DATA_KEYS)
     for part, reference in data.items():
