@@ -495,3 +495,35 @@ def test_a_hostile_checkout_sends_nothing_runs_no_sql_and_writes_nothing_outside
     written = set(_outside_the_project(tmp_path, project)) - set(before)
     assert any(name.startswith("outside/results/") for name in written), written
     assert "outside/site/index.html" in written
+
+
+@pytest.mark.parametrize(
+    "file, change",
+    [
+        (PROJECT_FILE, lambda c: c.clear() or c.update(stores=[1])),
+        (PROJECT_FILE, lambda c: c.update(checkpoint_store_name=["x"])),
+        (PROJECT_FILE, lambda c: c.update(config_variables_file_path=7)),
+        (PROJECT_FILE, lambda c: c["fluent_datasources"]["kandev_store"].update(assets=[1])),
+        (PROJECT_FILE, lambda c: c["data_docs_sites"]["local_site"].update(store_backend="x")),
+        ("checkpoints/nightly.json", lambda d: d.update(actions={"a": 1})),
+        ("checkpoints/nightly.json", lambda d: d["actions"].append("\x1b[2J")),
+        ("expectations/rows.json", lambda d: d["expectations"].append({"type": ["x"]})),
+        ("expectations/rows.json", lambda d: d["expectations"][0].update(kwargs=[1])),
+        ("validation_definitions/rows.json", lambda d: d.update(data="x")),
+    ],
+)
+def test_a_project_of_odd_shapes_is_refused_in_one_line(project, file, change):
+    if file == PROJECT_FILE:
+        _edit_yml(project, change)
+    else:
+        _edit_json(project / file, change)
+    message = _refused(project)
+    assert message.startswith(str(project / file)) and "\x1b" not in message
+
+
+def test_a_project_file_that_is_not_a_mapping_is_refused(project):
+    (project / PROJECT_FILE).write_text("- a\n- b\n")
+    assert _refused(project) == (
+        f"{project / PROJECT_FILE}: (top): is a list, not a mapping; "
+        "pass --allow-project-code to use it"
+    )

@@ -162,7 +162,9 @@ def _read(path: Path, parse: Callable[[str], Any]) -> Any:
 def _documents(yml: Path, config: dict, store: str, default: str, what: str) -> list[Path]:
     """The JSON files of one of the project's filesystem stores; only a local folder inside the
     project can be read beforehand."""
-    name = one_line(config.get(f"{store}_name", store))
+    name = config.get(f"{store}_name", store)
+    if not isinstance(name, str):
+        refuse(yml, f"{store}_name", f"is a {type(name).__name__}, not a store's name")
     stores = _mapping(yml, "stores", config.get("stores"))
     entry = _mapping(yml, f"stores.{name}", stores.get(name))
     backend = _mapping(yml, f"stores.{name}.store_backend", entry.get("store_backend"))
