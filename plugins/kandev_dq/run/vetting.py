@@ -28,7 +28,6 @@ from kandev_dq.run.project import (
     DEFINITION_DIR,
     PROJECT_FILE,
     SUITE_DIR,
-    SUITE_KWARGS,
     TRUSTED_MODULE,
     URL_VARIABLE,
 )
@@ -103,13 +102,17 @@ WINDOWED = frozenset(
         "expect_no_backfill_rows_relabelled_live",
     }
 )
+#: kandev-dq's rules whose class declares a field of its own, with those fields.
+OWN_FIELDS: dict[str, frozenset[str]] = {
+    "expect_activation_state_to_be_in_set": frozenset({"accepted_states"}),
+    "expect_activation_keys_to_be_write_once": frozenset({"first_seen"}),
+    "expect_write_once_baseline_to_predate_this_run": frozenset({"baseline"}),
+}
 #: Expectation type -> the arguments a suite may give it: the fields its kandev-dq class
 #: declares beyond GX's own (``tests/test_hostile_project.py`` holds this to the classes).
 DECLARED_KWARGS: dict[str, frozenset[str]] = {
-    rule.expectation: frozenset(
-        SUITE_KWARGS.get(rule.expectation, {}).keys()
-        | ({"window_minutes"} if rule.expectation in WINDOWED else set())
-    )
+    rule.expectation: OWN_FIELDS.get(rule.expectation, frozenset())
+    | ({"window_minutes"} if rule.expectation in WINDOWED else frozenset())
     for rule in RULE_INDEX
 }
 
