@@ -21,6 +21,7 @@ from ruamel.yaml import YAML
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.run import project as project_module
 from kandev_dq.run import vetting
 from kandev_dq.run.project import PROJECT_FILE, refuse_project_code
 from tests.gxhelpers import REPO
@@ -328,7 +329,8 @@ def test_what_init_writes_and_this_checkout_pass(built_project):
 
 def test_the_declared_arguments_are_the_classes_own_fields():
     """The vetting reads no GX: its table of arguments is held here to what each class
-    declares beyond GX's own fields, and its records variable to the records module's."""
+    declares beyond GX's own fields, and its names of a project's parts and variables to the
+    modules that write and read them."""
     from great_expectations.expectations.expectation import BatchExpectation
     from great_expectations.expectations.registry import get_expectation_impl
 
@@ -341,6 +343,8 @@ def test_the_declared_arguments_are_the_classes_own_fields():
         for rule in RULE_INDEX
     } == vetting.DECLARED_KWARGS
     assert vetting.RECORDS_VARIABLE == RECORDS_VARIABLE
+    names = ("PROJECT_FILE", "CHECKPOINT_DIR", "SUITE_DIR", "DEFINITION_DIR", "URL_VARIABLE")
+    assert {n: getattr(vetting, n) for n in names} == {n: getattr(project_module, n) for n in names}
 
 
 # --- every trick at once, through the CLI ------------------------------------------------------

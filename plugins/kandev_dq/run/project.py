@@ -17,7 +17,6 @@ import functools
 import json
 import logging
 import os
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,8 +37,6 @@ BATCH = "whole_table"
 SUITE_DIR = "expectations"
 CHECKPOINT_DIR = "checkpoints"
 DEFINITION_DIR = "validation_definitions"
-#: Modules a project's config may name by default: kandev-dq's own and GX's own.
-TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 #: Arguments a suite gives one of its expectations beyond the class's defaults.

@@ -23,16 +23,19 @@ from typing import Any
 
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.project import (
-    CHECKPOINT_DIR,
-    DEFINITION_DIR,
-    PROJECT_FILE,
-    SUITE_DIR,
-    TRUSTED_MODULE,
-    URL_VARIABLE,
-)
 from kandev_dq.text import one_line
 
+#: GX's names for a file context's parts, which kandev-dq's projects keep: the yml, and where
+#: each store keeps its JSON unless the yml says otherwise. :mod:`kandev_dq.run.project`, which
+#: writes them, imports this module, so they are repeated here; a test holds the two equal.
+PROJECT_FILE = "great_expectations.yml"
+CHECKPOINT_DIR = "checkpoints"
+SUITE_DIR = "expectations"
+DEFINITION_DIR = "validation_definitions"
+#: The store variable (``kandev_dq.run.project.URL_VARIABLE``), the data source's URL.
+URL_VARIABLE = "KANDEV_STORE_URL"
+#: Modules a project's config may name by default: kandev-dq's own and GX's own.
+TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: The records variable (``kandev_dq.run.records.RECORDS_VARIABLE``, whose module loads the SQL
 #: toolkit: vetting runs before it, and ``tests/test_hostile_project.py`` holds the two equal).
 RECORDS_VARIABLE = "KANDEV_DQ_RECORDS_URL"
