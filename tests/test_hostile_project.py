@@ -509,6 +509,10 @@ def test_a_hostile_checkout_sends_nothing_runs_no_sql_and_writes_nothing_outside
         (PROJECT_FILE, lambda c: c.update(config_variables_file_path=7)),
         (PROJECT_FILE, lambda c: c["fluent_datasources"]["kandev_store"].update(assets=[1])),
         (PROJECT_FILE, lambda c: c["data_docs_sites"]["local_site"].update(store_backend="x")),
+        (
+            PROJECT_FILE,
+            lambda c: c["data_docs_sites"]["local_site"]["store_backend"].update(class_name=[1]),
+        ),
         ("checkpoints/nightly.json", lambda d: d.update(actions={"a": 1})),
         ("checkpoints/nightly.json", lambda d: d["actions"].append("\x1b[2J")),
         ("expectations/rows.json", lambda d: d["expectations"].append({"type": ["x"]})),

@@ -178,7 +178,8 @@ def _documents(yml: Path, config: dict, store: str, default: str, what: str) -> 
         refuse(
             yml,
             f"stores.{name}",
-            f"keeps {what} in a {backend['class_name']}, where they cannot be vetted",
+            f"keeps {what} in a {one_line(backend['class_name'])[:80]}, where they cannot be "
+            "vetted",
         )
     folder = (yml.parent / str(backend.get("base_directory", default))).resolve()
     if not folder.is_relative_to(yml.parent.resolve()):
@@ -329,15 +330,15 @@ def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path) -> None:
 
 
 def _vet_backend(yml: Path, where: str, backend: object) -> None:
-    if not isinstance(backend, dict) or backend.get("class_name") not in BACKEND_KEYS:
-        kind = backend.get("class_name") if isinstance(backend, dict) else backend
+    kind = backend.get("class_name") if isinstance(backend, dict) else backend
+    if not isinstance(kind, str) or kind not in BACKEND_KEYS:
         refuse(
             yml,
             where,
             f"{one_line(kind)[:80]!r} does not keep its files in the project "
             f"folder ({', '.join(sorted(BACKEND_KEYS))} do)",
         )
-    _only(yml, where, backend, BACKEND_KEYS[backend["class_name"]])
+    _only(yml, where, backend, BACKEND_KEYS[kind])
 
 
 def _vet_datasources(yml: Path, sources: dict) -> None:
