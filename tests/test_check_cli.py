@@ -111,6 +111,11 @@ def test_a_suite_with_an_unknown_expectation_type_refuses_to_run(target, project
     suite_path.write_text(json.dumps(suite))
     done = kandev_dq("check", "--store", target.url, "--project", str(project))
     assert done.returncode == 2
+    assert f"{suite_path}: expectations[" in done.stderr  # not a rule of kandev-dq's (3a)
+    assert "'expect_something_unregistered' is not one of kandev-dq's rules" in done.stderr
+    allowed = ("--allow-project-code",)  # and GX's load is still counted under the opt-in
+    done = kandev_dq("check", "--store", target.url, "--project", str(project), *allowed)
+    assert done.returncode == 2
     assert "loaded" in done.stderr and "expectations" in done.stderr
 
 

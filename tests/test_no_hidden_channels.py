@@ -81,7 +81,7 @@ def test_no_environment_variable_holds_the_store_password(
     _spy_on(project, "nightly")
     SEEN.clear()
 
-    report = run_check(project, url, "nightly")
+    report = run_check(project, url, "nightly", allow_project_code=True)  # the action is code
 
     assert report.results and report.success
     assert len(SEEN) == 1, "the project's action ran during the check"

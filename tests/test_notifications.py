@@ -24,9 +24,10 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult
 from sqlalchemy.engine import make_url
 
+from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run import checkpoint as runs
-from kandev_dq.run import gx_adapter
+from kandev_dq.run import gx_adapter, vetting
 from kandev_dq.run import notifications as channels
 from kandev_dq.run import project as project_module
 from kandev_dq.run.check import run_check
@@ -467,7 +468,9 @@ def test_hosted_services_keys_stay_out_of_outputs(
 # --- trust: GX's action classes stay allowed in a project --------------------------------------
 
 
-def test_a_project_naming_gx_action_classes_and_their_renderers_is_allowed(project):
+def test_a_project_naming_gx_action_classes_runs_them_only_when_allowed(project):
+    """GX's and kandev-dq's own classes are no foreign code, but their fields are URLs and
+    ``${VAR}``s: a checkpoint naming them needs ``--allow-project-code`` (reliability, 3a)."""
     path = project / "checkpoints" / "nightly.json"
     config = json.loads(path.read_text())
     config["actions"] += [
@@ -497,7 +500,12 @@ def test_a_project_naming_gx_action_classes_and_their_renderers_is_allowed(proje
         {"type": "kandev_dq_api", "name": "api", "url": "http://127.0.0.1:9/"},
     ]
     path.write_text(json.dumps(config))
-    project_module.refuse_project_code(project)  # no error: GX's and kandev-dq's own classes
+    vetting._refuse_foreign_modules(path, config)  # GX's and kandev-dq's own classes
+    with pytest.raises(KandevDqError, match=r"nightly\.json: actions\[1\]\.slack_webhook: "):
+        project_module.refuse_project_code(project)
+    context = project_module.load_context(project, allow_project_code=True)
+    loaded = context.checkpoints.get("nightly").actions
+    assert [action.type for action in loaded] == [action["type"] for action in config["actions"]]
 
 
 # --- how a send is judged ----------------------------------------------------------------------

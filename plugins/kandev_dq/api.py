@@ -51,11 +51,13 @@ def check(
     ``$KANDEV_STORE_URL``, then ``~/.kandev/data/kandev.db``); ``project`` a kandev-dq GX project
     (default: the current folder when it is one, else the checkout kandev-dq runs from);
     ``records`` the records database (default: ``$KANDEV_DQ_RECORDS_URL``, then the project's).
-    Inputs are vetted before GX loads, so a bad one fails in well under a second.
+    Inputs are vetted before GX loads, so a bad one fails in well under a second; a project
+    naming code of its own is refused unless ``allow_project_code`` (docs/reliability.md, 3a).
     """
     from kandev_dq.run import inputs
 
     folder = inputs.project_folder(Path(project) if project is not None else None)
+    inputs.project_as_data(folder, allow_project_code)
     inputs.checkpoint_name(folder, checkpoint)
     inputs.kandev_store(store)
     with loading_gx():

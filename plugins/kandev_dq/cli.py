@@ -168,12 +168,22 @@ def _project(project: Path | None) -> Path:
     return project_folder(project)
 
 
-def _checked_inputs(project: Path | None, store: str | None, checkpoint: str) -> Path:
+def _vetted_project(project: Path | None, allow_project_code: bool) -> Path:
+    """The project folder, refused unless it holds only what kandev-dq itself writes or the
+    user passed ``--allow-project-code`` (docs/reliability.md, 3a)."""
+    from kandev_dq.run import inputs
+
+    return inputs.project_as_data(inputs.project_folder(project), allow_project_code)
+
+
+def _checked_inputs(
+    project: Path | None, store: str | None, checkpoint: str, allow_project_code: bool
+) -> Path:
     """The project folder, once it, the checkpoint name and the store have been vetted
     without GX (:mod:`kandev_dq.run.inputs`): bad input fails in well under a second."""
     from kandev_dq.run import inputs
 
-    folder = inputs.project_folder(project)
+    folder = _vetted_project(project, allow_project_code)
     inputs.checkpoint_name(folder, checkpoint)
     inputs.kandev_store(store)
     return folder
@@ -259,7 +269,7 @@ def check(
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     _errors_as_json(output is CheckFormat.json)
-    folder = _checked_inputs(project, store, checkpoint)
+    folder = _checked_inputs(project, store, checkpoint, allow_project_code)
     report = api.check(
         store,
         checkpoint,
@@ -321,7 +331,7 @@ def audit(
     records: RecordsOption = None,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
-    folder = _checked_inputs(project, store, "pre_release")
+    folder = _checked_inputs(project, store, "pre_release", allow_project_code)
     with loading_gx():
         from kandev_dq.report.audit import run_audit
         from kandev_dq.run.check import verdict_line
@@ -353,7 +363,7 @@ def history(
     """Past runs of a store, newest first, from the records database: when each rule started
     failing, when the write-once baseline was taken, and every accepted key reset."""
     _errors_as_json(output is Format.json)
-    folder = _project(project)
+    folder = _vetted_project(project, allow_project_code)
     with loading_gx():
         from kandev_dq.report.history import history as past_runs
         from kandev_dq.report.history import render
@@ -468,7 +478,7 @@ def docs(
     records: RecordsOption = None,
 ) -> None:
     """(Re)build the data docs from the records database and print the index path."""
-    folder = _project(project)
+    folder = _vetted_project(project, allow_project_code)
     with loading_gx():
         from kandev_dq.report.site import build_docs
 

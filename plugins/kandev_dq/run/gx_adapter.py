@@ -16,8 +16,10 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
 * **Running an action outside a checkpoint** (notifications): :func:`run_action` sets the
   action's private ``_data_context``, as GX's ``Checkpoint._run_actions`` does, before running it;
   :func:`action_fires` asks GX's own ``should_notify`` whether it will send, with the run's
-  highest failed severity as the action's private helper reads it; :func:`silencing_actions`
-  keeps GX's action log lines (Teams' holds the webhook URL) of a sending thread off stderr.
+  highest failed severity as the action's private helper reads it (and "some rule failed" as
+  the success GX's severity rule expects, the run's own success being kandev-dq's verdict);
+  :func:`silencing_actions` keeps GX's action log lines (Teams' holds the webhook URL) of a
+  sending thread off stderr.
 * **Finding the project a validation runs in** (the key ledger on a checkpoint run through GX's
   own API): :func:`validating_context` follows the execution engine's active batch to its data
   source and that data source's context, all public properties.
@@ -108,9 +110,14 @@ def action_fires(action, checkpoint_result) -> bool:
     if notify_on is None:
         return True
     max_severity = action._get_max_severity_failure_from_checkpoint_result(checkpoint_result)
-    return should_notify(
-        success=checkpoint_result.success or False, notify_on=notify_on, max_severity=max_severity
+    # The run's success is kandev-dq's verdict (errors only); GX's severity rule needs a run
+    # that failed at all to send a warning or info alert.
+    any_failed = any(
+        not result.success
+        for suite in checkpoint_result.run_results.values()
+        for result in suite.results
     )
+    return should_notify(success=not any_failed, notify_on=notify_on, max_severity=max_severity)
 
 
 def pagerduty_available() -> bool:

@@ -10,7 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.project import CHECKPOINT_DIR, PROJECT_FILE, default_project
+from kandev_dq.run.project import (
+    CHECKPOINT_DIR,
+    PROJECT_FILE,
+    default_project,
+    refuse_project_code,
+)
 from kandev_dq.store.target import (
     chosen_store,
     refuse_unreachable_server,
@@ -26,6 +31,15 @@ def project_folder(project: Path | None) -> Path:
         raise KandevDqError(f"{folder} is not a kandev-dq project: the folder does not exist")
     if not (folder / PROJECT_FILE).is_file():
         raise KandevDqError(f"{folder} is not a kandev-dq project: no {PROJECT_FILE} there")
+    return folder
+
+
+def project_as_data(folder: Path, allow_project_code: bool) -> Path:
+    """``folder``, once its files hold only what kandev-dq itself writes, unless the user
+    opted in: refused before the store, the records database or GX is opened (docs/reliability.md,
+    3a)."""
+    if not allow_project_code:
+        refuse_project_code(folder)
     return folder
 
 

@@ -1,7 +1,8 @@
 """What an unattended run tells people: GX's own notification actions, configured at run time.
 
 Each channel is one of GX 1.24's action classes, built in memory for one run from settings read
-through GX's config provider (the environment, then the project's config variables); nothing
+through GX's config provider (the environment, then the project's config variables, which may
+set them only under ``--allow-project-code``: docs/reliability.md, 3a); nothing
 here is ever saved into ``checkpoints/*.json``. Where GX's field takes a ``${VAR}`` reference
 (Slack and Teams webhooks, every SMTP field) the action holds only the reference and GX resolves
 it when it sends, so the secret is not even held by the action. PagerDuty's and Opsgenie's keys

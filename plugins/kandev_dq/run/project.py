@@ -17,7 +17,6 @@ import functools
 import json
 import logging
 import os
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,8 +45,6 @@ BATCH = "whole_table"
 SUITE_DIR = "expectations"
 CHECKPOINT_DIR = "checkpoints"
 DEFINITION_DIR = "validation_definitions"
-#: Modules a project's config may name by default: kandev-dq's own and GX's own.
-TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 #: Arguments a suite gives one of its expectations beyond the class's defaults.
@@ -158,72 +155,16 @@ def refuse_incomplete_suite(name: str, declared: list[str], loaded: list[str]) -
 
 
 def refuse_project_code(root: Path) -> None:
-    """Refuse a project whose config would make GX import code that is not kandev-dq's or GX's.
+    """Refuse a project holding anything kandev-dq itself would not write: code of its own
+    (a ``module_name``, a ``plugins_directory``), actions but the docs update, SQL of its own,
+    ``${VAR}`` substitution, stores or docs outside its folder (docs/reliability.md, 3a).
 
-    A project is data: checkouts written by others are checked with it. GX imports whatever
-    ``module_name`` the yml names (stores, store backends, data docs sites, their builders,
-    renderers and views) and the checkpoints name (action renderers), and puts the yml's
-    ``plugins_directory`` on ``sys.path``. This reads those files before GX does and imports
-    nothing.
+    A project is data: checkouts written by others are checked with it. This reads its files
+    before GX does and imports nothing (:mod:`kandev_dq.run.vetting`).
     """
-    from ruamel.yaml import YAML, YAMLError
+    from kandev_dq.run.vetting import vet_project
 
-    yml = root / PROJECT_FILE
-    try:
-        config = YAML(typ="safe").load(yml.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, YAMLError) as exc:
-        raise KandevDqError(f"cannot read {yml}: {type(exc).__name__}") from None
-    _refuse_foreign_modules(yml, config)
-    config = config if isinstance(config, dict) else {}
-    for checkpoint in sorted(_checkpoint_folder(yml, config).rglob("*.json")):
-        try:
-            document = json.loads(checkpoint.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise KandevDqError(f"cannot read {checkpoint}: {type(exc).__name__}") from None
-        _refuse_foreign_modules(checkpoint, document)
-    plugins = config.get("plugins_directory")  # GX appends it to sys.path
-    own = Path(__file__).resolve().parents[2]  # the folder kandev_dq itself is imported from
-    if plugins is not None and (root / str(plugins)).resolve() != own:
-        raise KandevDqError(
-            f"{yml}: plugins_directory {plugins!r} is project code, not kandev-dq's; "
-            "pass --allow-project-code to run it"
-        )
-
-
-def _checkpoint_folder(yml: Path, config: dict) -> Path:
-    """Where the checkpoint store keeps its JSON; only a local folder can be read beforehand."""
-    name = config.get("checkpoint_store_name", "checkpoint_store")
-    backend = ((config.get("stores") or {}).get(name) or {}).get("store_backend") or {}
-    if backend.get("class_name", "TupleFilesystemStoreBackend") != "TupleFilesystemStoreBackend":
-        raise KandevDqError(
-            f"{yml}: stores.{name} keeps checkpoints in a {backend['class_name']}, where they "
-            "cannot be vetted; pass --allow-project-code to use it"
-        )
-    folder = (yml.parent / backend.get("base_directory", CHECKPOINT_DIR)).resolve()
-    if not folder.is_relative_to(yml.parent.resolve()):
-        raise KandevDqError(
-            f"{yml}: stores.{name} keeps checkpoints outside the project folder ({folder}); "
-            "pass --allow-project-code to use it"
-        )
-    return folder
-
-
-def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
-    if isinstance(node, dict):
-        module = node.get("module_name")
-        if module is not None and not (
-            isinstance(module, str) and TRUSTED_MODULE.fullmatch(module)
-        ):
-            entry = f"{where or '(top)'}: module_name {module!r}"
-            raise KandevDqError(
-                f"{file}: {entry} is project code, not kandev-dq's or GX's; "
-                "pass --allow-project-code to run it"
-            )
-        for key, value in node.items():
-            _refuse_foreign_modules(file, value, f"{where}.{key}" if where else str(key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            _refuse_foreign_modules(file, value, f"{where}[{index}]")
+    vet_project(root)
 
 
 def load_context(root: Path, store_url: str | None = None, *, allow_project_code: bool = False):
