@@ -300,15 +300,24 @@ def _print_report(report, headline: str) -> None:
         for column in table.columns:
             column.overflow = "fold"
         for r in flagged:  # Text cells: a finding quoting a store value is never rich markup
-            cells = (r.severity, r.expectation, ", ".join(r.rules), r.message)
+            cells = (r.severity, r.expectation, ", ".join(r.rules), f"{_standing(r)}{r.message}")
             table.add_row(*(Text(one_line(cell)) for cell in cells))
         out.print(table)
     else:  # plain lines for logs, cron mail and pipes
         for r in flagged:
-            say(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"))
+            said = f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {_standing(r)}"
+            say(one_line(f"{said}{r.message}"))
     from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 
     say(headline)
+    for resolved in (report.changes or {}).get("resolved") or []:
+        say(
+            one_line(
+                f"resolved since the last run ({report.changes['previous_run']}): "
+                f"{resolved['expectation']} ({resolved['severity']}), failing since "
+                f"{resolved['since']}"
+            )
+        )
     for r in report.results:  # the first sighting is said, never a silent vacuous pass (AC-24)
         if r.expectation == BASELINE_DISCLOSURE and not r.success:
             say(one_line(f"note: {r.message} (records: {report.records})"))
@@ -316,6 +325,13 @@ def _print_report(report, headline: str) -> None:
         say(one_line(report.state_explanation))
     if report.docs_index:
         say(f"data docs: {report.docs_index}")
+
+
+def _standing(result) -> str:
+    """A failed rule against the last run of its checkpoint on its store: new, or since when."""
+    if result.new:
+        return "(new) "
+    return f"(failing since {result.failing_since}) " if result.failing_since else ""
 
 
 @app.command()

@@ -18,6 +18,7 @@ from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
+from kandev_dq.run.changes import changes_since, rule_key
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
 from kandev_dq.run.records import JSON_LEDGER, Records, records_url, refuse_the_store
@@ -52,6 +53,9 @@ class CheckReport:
     run_time: str = ""  #: RFC 3339, UTC (``Z``)
     duration_s: float = 0.0
     versions: dict[str, str] = field(default_factory=dict)
+    #: Against the last run of this checkpoint on this store: its run time, the rules failing
+    #: now that did not then (``new``), and those that failed then and pass now (``resolved``).
+    changes: dict[str, Any] = field(default_factory=dict)
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
@@ -136,7 +140,6 @@ def _run_with_records(
             # (kandev_dq.run.write_once), as on a checkpoint run through GX's own API.
             outcome = runs.run_checkpoint(context, checkpoint, run_id, progress)
         baseline = records.baseline(identity)
-        runs.notify(context, outcome, identity)
         report = CheckReport(
             store=store.shown,
             dialect=store.dialect,
@@ -162,6 +165,15 @@ def _run_with_records(
             "great_expectations": gx_version(),
             "store_server": server,
         }
+        # Against the last finished run of this checkpoint on this store (the same run name).
+        changes = changes_since(
+            records.last_finished_run(run_id.run_name), report.results, report.run_time
+        )
+        for r in report.results:
+            key = rule_key(r.suite, r.expectation)
+            r.failing_since, r.new = changes.since.get(key), key in changes.new
+        report.changes = changes.to_json()
+        runs.notify(context, outcome, identity, changes)
         finish_run(
             records,
             run_id,
@@ -176,6 +188,7 @@ def _run_with_records(
                         "rules": r.rules,
                         "severity": r.severity,
                         "message": r.message[:2000],
+                        "since": r.failing_since,
                     }
                     for r in report.results
                     if not r.success

@@ -46,6 +46,7 @@ from contextvars import ContextVar
 from typing import Any, Literal, Protocol
 
 from kandev_dq.run import gx_adapter, notifications
+from kandev_dq.run.changes import ON_CHANGE, Changes, notifies
 from kandev_dq.run.results import failed_by_severity
 
 logger = logging.getLogger(__name__)
@@ -175,16 +176,26 @@ def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[No
 SENDER_THREAD = "kandev-dq-notify"
 
 
-def notify(context, checkpoint_result, store: str = "") -> None:
+def notify(context, checkpoint_result, store: str = "", changes: Changes | None = None) -> None:
     """Run the configured notification actions on a finished run; never fails the run.
 
-    Each action that GX says fires is run the way a checkpoint runs its own, in a thread given
+    A channel notifying on change (the default) is told of a run only when ``changes`` (this
+    run against the last one of its checkpoint on its store) holds a new failure at a severity it
+    reports, or a recovery: then one of its actions reports the run whatever it found. Each
+    action that GX says fires is run the way a checkpoint runs its own, in a thread given
     :data:`SEND_TIMEOUT_S`; a send that fails or hangs is one warning line on stderr, naming
     the channel and the kind of failure, never the URL, key or password.
     """
     gx_adapter.silencing_actions(SENDER_THREAD)
     for channel in notifications.notification_channels(context, store):
-        for action in channel.actions:
+        actions = channel.actions
+        if changes is not None and channel.when == ON_CHANGE:
+            change = notifies(changes, channel.severities)
+            if change is None:
+                continue  # a standing failure, or nothing this channel reports
+            if change == "recovery":  # GX's notify-on rules report failed runs only
+                actions = [_reporting_every_run(actions[0])]
+        for action in actions:
             if not gx_adapter.action_fires(action, checkpoint_result):
                 continue
             problem = _send(action, context, checkpoint_result)
@@ -194,6 +205,11 @@ def notify(context, checkpoint_result, store: str = "") -> None:
                     channel.name,
                     problem,
                 )
+
+
+def _reporting_every_run(action):
+    """A copy of a GX notification action that reports a run whatever it found."""
+    return action.copy(update={"notify_on": "all"}) if hasattr(action, "notify_on") else action
 
 
 def _send(action, context, checkpoint_result) -> str | None:

@@ -42,6 +42,8 @@ from great_expectations.render.renderer import (
 from great_expectations.util import convert_to_json_serializable  # noqa: TID251 - GX's own
 
 from kandev_dq.run import gx_adapter
+from kandev_dq.run.changes import NOTIFY_WHEN as NOTIFY_WHEN_WORDS
+from kandev_dq.run.changes import ON_CHANGE
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.text import markdown_text, one_line, xml_text
 
@@ -72,6 +74,16 @@ NOTIFY_MODES: dict[str, tuple[str, ...]] = {
     "warning": ("critical", "warning"),
     "all": ("all",),
 }
+#: GX ``notify_on`` -> the severities of failed rules an action of that mode reports.
+REPORTED_SEVERITIES: dict[str, tuple[str, ...]] = {
+    "critical": ("error",),
+    "warning": ("warning",),
+    "all": ("error", "warning", "info"),
+}
+#: When a channel notifies: on a change of state (default) or on every run it reports
+#: (:mod:`kandev_dq.run.changes`); ``KANDEV_DQ_NOTIFY_WHEN``, or per channel
+#: ``KANDEV_DQ_<CHANNEL>_NOTIFY_WHEN``.
+NOTIFY_WHEN = f"{PREFIX}NOTIFY_WHEN"
 #: How urgent a page is, by the GX ``notify_on`` that fired it (an error-severity rule failed,
 #: a warning-severity one did, or the run is reported whatever it found).
 PAGERDUTY_SEVERITY = {"critical": "error", "warning": "warning", "all": "info"}
@@ -287,6 +299,10 @@ class Channel:
 
     name: str
     actions: list = field(default_factory=list)
+    #: The severities of failed rules it reports (kandev-dq's words).
+    severities: tuple[str, ...] = ("error",)
+    #: ``change`` (a new failure or a recovery) or ``always`` (every run it reports).
+    when: str = ON_CHANGE
 
 
 def notification_channels(context, store: str = "") -> list[Channel]:
@@ -307,7 +323,8 @@ def notification_channels(context, store: str = "") -> list[Channel]:
             logger.warning("kandev-dq: warning: %s notifications are off: %s", channel, exc)
             continue
         if actions:
-            channels.append(Channel(channel, actions))
+            severities = tuple(dict.fromkeys(s for m in modes for s in REPORTED_SEVERITIES[m]))
+            channels.append(Channel(channel, actions, severities, _when(values, channel)))
     return channels
 
 
@@ -333,6 +350,21 @@ def _modes(values: dict, channel: str) -> tuple[str, ...]:
         )
         mode = "error"
     return NOTIFY_MODES[mode]
+
+
+def _when(values: dict, channel: str) -> str:
+    own = f"{PREFIX}{channel.upper()}_NOTIFY_WHEN"
+    variable = own if values.get(own) else NOTIFY_WHEN
+    when = (values.get(variable) or ON_CHANGE).strip().lower()
+    if when not in NOTIFY_WHEN_WORDS:
+        logger.warning(
+            "kandev-dq: warning: %s=%r is not one of %s; notifying on change",
+            variable,
+            one_line(when),
+            ", ".join(NOTIFY_WHEN_WORDS),
+        )
+        when = ON_CHANGE
+    return when
 
 
 def _chat(values, name, modes, variable: str, action, field: str, renderer) -> list:

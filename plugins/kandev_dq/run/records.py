@@ -457,6 +457,19 @@ class Records:
                 .values(**values)
             )
 
+    def last_finished_run(self, run_name: str) -> dict[str, Any] | None:
+        """The newest finished run named ``run_name`` (one checkpoint on one store)."""
+        query = (
+            sa.select(runs)
+            .where(runs.c.run_name == run_name, runs.c.finished.is_(True))
+            # The run key is the run time as GX writes it: the (run_name, run_key) index serves.
+            .order_by(runs.c.run_key.desc(), runs.c.id.desc())
+            .limit(1)
+        )
+        with self.engine.connect() as conn:
+            row = conn.execute(query).first()
+        return _run_dict(row) if row is not None else None
+
     def run_records(
         self,
         *,

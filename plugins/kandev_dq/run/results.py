@@ -27,6 +27,10 @@ class RuleResult:
     suite: str = ""  #: the GX suite that ran the rule ("" where the caller did not say)
     #: A failed rule's SELECT listing every item it counted (None where it counts no rows).
     query: str | None = None
+    #: A failed rule: the run time it has been failing since on this store and checkpoint
+    #: (this run's own when it is ``new``); None for a rule that passed.
+    failing_since: str | None = None
+    new: bool = False
 
 
 def failing_severities(fail_on: str) -> tuple[str, ...]:

@@ -1,0 +1,125 @@
+"""Alerts on change: a run's failed rules against the last run of its checkpoint on its store.
+
+A rule failing now and not then is new; failing both times, it keeps the time it started
+failing; failing then and passing now, it is resolved. A channel notifying on change hears of a
+new failure at a severity it reports, or of the recovery, once each; a standing failure stays
+quiet (unless it notifies always). The notification cases run on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from kandev_dq.contract.instants import BACKFILL_THROUGH
+from kandev_dq.contract.tables import kandev_meta
+from kandev_dq.run.changes import changes_since, notifies
+from kandev_dq.run.check import run_check
+from kandev_dq.run.results import RuleResult
+from tests.test_notifications import configure, failing, receiver  # noqa: F401 - fixture
+
+T1, T2, T3 = (f"2026-12-0{day}T02:30:00.000000Z" for day in (1, 2, 3))
+
+
+def _result(expectation: str, severity: str = "error", success: bool = False) -> RuleResult:
+    return RuleResult(expectation, ["AC-26"], severity, success, None, None, "", suite="s")
+
+
+def _register(results: list[RuleResult], changes) -> dict:
+    """What the register keeps of a finished run (the failed rules with their since)."""
+    return {
+        "run_time": changes.previous_run,
+        "failed_rules": [
+            {"suite": r.suite, "expectation": r.expectation, "severity": r.severity,
+             "since": changes.since[f"s/{r.expectation}"]}
+            for r in results if not r.success
+        ],
+    }  # fmt: skip
+
+
+def test_a_first_run_reports_every_failure_as_new():
+    changes = changes_since(None, [_result("a"), _result("b", success=True)], T1)
+    assert changes.previous_run is None and changes.new == ["s/a"] and not changes.resolved
+    assert changes.since == {"s/a": T1}
+    assert notifies(changes, ["error"]) == "failure"
+
+
+def test_a_standing_failure_keeps_its_since_and_notifies_nothing():
+    first = [_result("a")]
+    run1 = changes_since(None, first, T1)
+    previous = _register(first, run1) | {"run_time": T1}
+    run2 = changes_since(previous, [_result("a")], T2)
+    assert run2.new == [] and run2.since == {"s/a": T1} and run2.previous_run == T1
+    previous = _register([_result("a")], run2) | {"run_time": T2}
+    run3 = changes_since(previous, [_result("a")], T3)
+    assert run3.since == {"s/a": T1}, "the start of the streak, not the last run"
+    assert notifies(run3, ["error"]) is None
+
+
+def test_a_recovery_is_resolved_and_notifies_once():
+    previous = {"run_time": T1, "failed_rules": [{"suite": "s", "expectation": "a",
+                                                   "severity": "error", "since": T1}]}  # fmt: skip
+    run2 = changes_since(previous, [_result("a", success=True)], T2)
+    assert run2.resolved == [{"suite": "s", "expectation": "a", "severity": "error", "since": T1}]
+    assert notifies(run2, ["error"]) == "recovery"
+    run3 = changes_since({"run_time": T2, "failed_rules": []}, [_result("a", success=True)], T3)
+    assert notifies(run3, ["error"]) is None
+
+
+def test_a_channel_hears_only_of_the_severities_it_reports():
+    previous = {"run_time": T1, "failed_rules": [{"suite": "s", "expectation": "a",
+                                                   "severity": "error", "since": T1}]}  # fmt: skip
+    changes = changes_since(previous, [_result("a"), _result("w", "warning")], T2)
+    assert changes.new == ["s/w"]
+    assert notifies(changes, ["error"]) is None
+    assert notifies(changes, ["error", "warning"]) == "failure"
+    # A warning resolved while the error stands: no recovery for an error channel.
+    changes = changes_since(
+        {"run_time": T1, "failed_rules": [{"suite": "s", "expectation": "a", "severity": "error"},
+                                          {"suite": "s", "expectation": "w",
+                                           "severity": "warning"}]},
+        [_result("a"), _result("w", "warning", success=True)],
+        T2,
+    )  # fmt: skip
+    assert notifies(changes, ["error"]) is None and notifies(changes, ["warning"]) == "recovery"
+    assert changes.since == {"s/a": T1}, "an entry without since dates from the run it is in"
+
+
+def _repair(target) -> None:
+    """The missing half of the activation pair is written: AC-24d holds again."""
+    with target.engine.begin() as conn:
+        conn.execute(sa.insert(kandev_meta).values(key=BACKFILL_THROUGH, value=""))
+
+
+@pytest.mark.parametrize("when", ["change", "always"])
+def test_a_standing_failure_notifies_once_and_its_recovery_once(
+    when, target, project, monkeypatch, receiver  # noqa: F811 - the fixture
+):
+    failing(target)
+    configure(monkeypatch, "api", receiver.url)
+    if when == "always":
+        monkeypatch.setenv("KANDEV_DQ_NOTIFY_WHEN", "always")
+    first = run_check(project, target.url, "nightly")
+    assert not first.success and len(receiver.received) == 1
+    assert all(r.new for r in first.results if not r.success)
+
+    standing = run_check(project, target.url, "nightly")
+    assert not standing.success and standing.changes["new"] == []
+    assert {r.failing_since for r in standing.results if not r.success} == {first.run_time}
+    assert len(receiver.received) == (1 if when == "change" else 2)
+
+    _repair(target)
+    recovered = run_check(project, target.url, "nightly")
+    assert recovered.success
+    resolved = {r["expectation"] for r in recovered.changes["resolved"]}
+    assert "expect_activation_keys_to_be_paired" in resolved
+    if when == "change":
+        assert len(receiver.received) == 2, "the recovery, once"
+        assert json.loads(receiver.received[-1]["body"])["kandev_dq"]["verdict"] == "PASSED"
+    else:
+        assert len(receiver.received) == 2, "always: failed runs only, as GX's notify-on says"
+
+    run_check(project, target.url, "nightly")
+    assert len(receiver.received) == 2, "nothing changed"
