@@ -10,11 +10,15 @@ import subprocess
 import sys
 
 import pytest
+import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from kandev_dq.cli import app
+from kandev_dq.contract.tables import kandev_meta
 from kandev_dq.errors import ExitCode
+from kandev_dq.expectations.activation import BASELINE_DISCLOSURE as BASELINE_RULE
 from kandev_dq.lab import scenarios
+from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.explain import rules
 from kandev_dq.text import csv_cell
 
@@ -98,3 +102,36 @@ def test_csv_cells_cannot_run_as_formulas_or_drive_a_terminal():
     assert csv_cell("@SUM(A1)") == "'@SUM(A1)"
     assert csv_cell("a\x1b[2Jb") == "a\\x1b[2Jb"
     assert csv_cell(-3) == -3 and csv_cell(None) is None
+
+
+def test_explain_judges_write_once_against_the_records_ledger_as_check_does(target, project):
+    """AC-24: before any check, write-once is not judged (no baseline) and says so; after one,
+    it passes as check's did; a key rewritten since fails with the accept command, on both
+    dialects. explain itself records nothing: no first sighting, no baseline."""
+    from kandev_dq.contract.instants import CAPTURE_SINCE
+    from kandev_dq.run.check import run_check
+
+    written = "2026-07-30T01:39:37.271235Z"
+    store = StoreBuilder(target.engine).create()
+    store.keys(written, "", written)
+    on = ("--store", target.url, "--project", str(project))
+    for rule in ("expect_activation_keys_to_be_write_once", BASELINE_RULE):
+        before = _explain(rule, *on)
+        assert before.exit_code == 0 and ": not judged: no run recorded this store" in before.output
+    assert not (project / "uncommitted" / "records.db").exists(), "explain wrote the records"
+
+    assert run_check(project, target.url, "nightly").success
+    judged = _explain("expect_activation_keys_to_be_write_once", *on)
+    assert ": passed: every key seen before still holds its first value" in judged.output
+    taken = _explain(BASELINE_RULE, *on)
+    assert ": passed: write-once baseline taken at" in taken.output
+
+    with target.engine.begin() as conn:
+        conn.execute(
+            sa.update(kandev_meta)
+            .where(kandev_meta.c.key == CAPTURE_SINCE)
+            .values(value="2026-07-30T01:39:38Z")
+        )
+    rewritten = _explain("expect_activation_keys_to_be_write_once", *on)
+    assert ": FAILED: key rewritten or deleted" in rewritten.output
+    assert "kandev-dq ledger accept" in rewritten.output

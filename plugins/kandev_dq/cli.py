@@ -421,6 +421,8 @@ def explain(
         ExplainFormat,
         typer.Option("--format", help="csv: run the query and write every row to stdout."),
     ] = ExplainFormat.text,
+    project: ProjectOption = None,
+    records: RecordsOption = None,
 ) -> None:
     """A rule's AC ids, its sentence and the SELECT listing every item it counts."""
     from kandev_dq.run import inputs
@@ -432,7 +434,14 @@ def explain(
         from kandev_dq.run.explain import explain as explained_rule
 
     every_row = output is ExplainFormat.csv
-    found = explained_rule(store, expectation, run=run or every_row, every_row=every_row)
+    found = explained_rule(
+        store,
+        expectation,
+        run=run or every_row,
+        every_row=every_row,
+        project=inputs.project_folder(project),
+        records=records,
+    )
     if every_row:
         _write_csv(found)
         return
@@ -441,7 +450,7 @@ def explain(
     say(
         one_line(
             f"on {found.store} ({found.dialect}): "
-            f"{'passed' if found.success else 'FAILED'}: {found.message}"
+            f"{_verdict_word(found)}: {found.message}"
         )
     )
     if found.query is None:
@@ -465,6 +474,12 @@ def explain(
             print("\t".join(one_line(_cell(row.get(c))) for c in found.columns))
     more = f", the first {len(shown)} shown" if found.total > len(shown) else ""
     say(f"{found.total} row(s){more}")
+
+
+def _verdict_word(found) -> str:
+    if not found.judged:
+        return "not judged"
+    return "passed" if found.success else "FAILED"
 
 
 def _cell(value: object) -> str:

@@ -13,15 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.base import FACTS_FAMILIES, Finding, KandevExpectation
-from kandev_dq.run.project import SUITES
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.project import SUITES, default_project
+from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import sample_of
-from kandev_dq.store.access import open_store
+from kandev_dq.store.access import open_store, resolve_url, sqlite_file
 from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
 
 #: Rows ``explain --run`` shows in its table (the total is always counted).
@@ -58,14 +62,19 @@ def rule_named(name: str) -> Rule:
     return known[name]
 
 
-def finding_in(read: PinnedRead, engine: sa.Engine, rule: Rule) -> Finding:
-    """``rule``'s verdict on the snapshot ``read`` pins on ``engine``, with its listing."""
+def finding_in(
+    read: PinnedRead, engine: sa.Engine, rule: Rule, ledger: dict[str, Any] | None = None
+) -> Finding:
+    """``rule``'s verdict on the snapshot ``read`` pins on ``engine``, with its listing (a
+    write-once rule's with ``ledger``, the records database's, :func:`recorded_ledger`)."""
     expectation = rule.expectation
     compute, value_keys = FACTS_FAMILIES[expectation.facts]
     params = {key: getattr(expectation, key) for key in value_keys}
     family = expectation.facts + repr(sorted(params.items()))
-    facts = facts_for(engine, family, lambda conn: compute(conn, **params))
-    return expectation.finding(dict(facts))
+    facts = dict(facts_for(engine, family, lambda conn: compute(conn, **params)))
+    if ledger is not None:
+        facts[WRITE_ONCE_LEDGER] = ledger
+    return expectation.finding(facts)
 
 
 @contextmanager
@@ -93,22 +102,60 @@ class Explanation:
     success: bool
     unexpected_count: int | None
     message: str
+    #: False when the rule was not judged here (a ledger rule without a record of the store).
+    judged: bool = True
     #: With ``run``: how many rows the query returns, and the rows read (capped or all).
     total: int | None = None
     columns: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
+def recorded_ledger(project: Path, records: str | None, identity: str) -> dict[str, Any] | None:
+    """What the write-once rules judge, as the records database of ``project`` holds it for the
+    store ``identity``, read without writing (no first sighting, no baseline taken): None when
+    no run has recorded the store there (AC-24)."""
+    url = records_url(project, records)
+    resolved = resolve_url(url)
+    if resolved.get_backend_name() == "sqlite" and not sqlite_file(resolved).is_file():
+        return None
+    with Records(url) as opened:
+        baseline = opened.baseline(identity)
+        if baseline is None:
+            return None
+        return {"first_seen": opened.expected_values(identity), "baseline": baseline.parameter()}
+
+
 def explain(
-    target: str | None, name: str, *, run: bool = False, every_row: bool = False
+    target: str | None,
+    name: str,
+    *,
+    run: bool = False,
+    every_row: bool = False,
+    project: Path | None = None,
+    records: str | None = None,
 ) -> Explanation:
     """Explain rule ``name`` on ``target``; with ``run``, list its rows (all with ``every_row``,
-    else the first :data:`SHOWN_ROWS`). Read-only, one snapshot."""
+    else the first :data:`SHOWN_ROWS`). Read-only, one snapshot. A write-once rule is judged
+    against the key ledger of ``project``'s records database, as ``check`` judges it."""
     from kandev_dq.expectations.base import severity_word
 
     rule = rule_named(name)
     with snapshot_of(target) as (store, read):
-        found = finding_in(read, store.engine, rule)
+        ledger = None
+        if WRITE_ONCE_LEDGER in rule.expectation.judged_metrics:
+            ledger = recorded_ledger(
+                project or default_project(), records, store_identity(store.url)
+            )
+        found = finding_in(read, store.engine, rule, ledger)
+        if WRITE_ONCE_LEDGER in rule.expectation.judged_metrics and ledger is None:
+            found = Finding(
+                success=True,
+                observed_value=None,
+                message=(
+                    "no run recorded this store in the records database; "
+                    "`kandev-dq check` takes its write-once baseline"
+                ),
+            )
         severity = getattr(rule.expectation.severity, "value", rule.expectation.severity)
         explained = Explanation(
             expectation=rule.name,
@@ -122,6 +169,7 @@ def explain(
             success=found.success,
             unexpected_count=found.unexpected_count,
             message=found.message,
+            judged=not (WRITE_ONCE_LEDGER in rule.expectation.judged_metrics and ledger is None),
         )
         if run and found.listing is not None:
             listed = found.listing.select
