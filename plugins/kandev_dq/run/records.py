@@ -38,7 +38,14 @@ from sqlalchemy.engine import URL
 
 from kandev_dq.errors import KandevDqError, StoreError
 from kandev_dq.sql.dialect import insert_if_absent
-from kandev_dq.store.access import open_store, redact, resolve_url, shown_store, sqlite_file
+from kandev_dq.store.access import (
+    open_store,
+    redact,
+    resolve_url,
+    shown_store,
+    sqlite_file,
+    sqlite_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +185,7 @@ def records_url(root: Path, given: str | None = None, *, allow_project_code: boo
                 f"pass --records or set {RECORDS_VARIABLE} yourself, or pass "
                 "--allow-project-code to use it"
             )
-        if "://" not in configured:  # a SQLite path, relative to the project
+        if sqlite_path(configured) is not None:  # a SQLite path, relative to the project
             return str((Path(root) / configured).resolve())
         return configured
     return str((Path(root) / DEFAULT_RECORDS).resolve())
@@ -186,7 +193,7 @@ def records_url(root: Path, given: str | None = None, *, allow_project_code: boo
 
 def _inside(root: Path, url: str) -> bool:
     """Whether ``url`` is a SQLite file inside the project folder ``root``."""
-    target = url if "://" in url else str(Path(root) / url)
+    target = str(Path(root) / url) if sqlite_path(url) is not None else url
     try:
         resolved = resolve_url(target)
     except KandevDqError:

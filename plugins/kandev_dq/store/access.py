@@ -28,10 +28,11 @@ from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's na
     STORE_URL_VARIABLE,
     chosen_store,
     connection_reason,
+    is_conninfo,
     redact,
     refuse_unusable_sqlite_file,
     sqlite_path,
-    without_password,
+    without_secrets,
 )
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
@@ -43,6 +44,8 @@ def resolve_url(target: str) -> URL:
     file = sqlite_path(target)
     if file is not None:
         return URL.create("sqlite", database=str(file))
+    if is_conninfo(target):
+        return conninfo_url(target)
     try:
         url = make_url(target)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
@@ -58,6 +61,31 @@ def resolve_url(target: str) -> URL:
     return url
 
 
+#: The libpq parameters a SQLAlchemy URL holds in its own fields; the rest go to its query.
+_URL_FIELDS = {"user": "username", "password": "password", "host": "host", "dbname": "database"}
+
+
+def conninfo_url(conninfo: str) -> URL:
+    """The PostgreSQL URL of a libpq ``key=value`` connection string, read by libpq itself;
+    one libpq cannot read is refused without being shown (it may hold a password)."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+    except ProgrammingError:
+        raise StoreError(
+            "not a database URL: a libpq key=value connection string that libpq cannot read "
+            "(not shown: it may hold a password)"
+        ) from None
+    fields: dict[str, Any] = {
+        field: params.pop(name) for name, field in _URL_FIELDS.items() if name in params
+    }
+    if params.get("port", "").isdigit() and "," not in fields.get("host", ""):
+        fields["port"] = int(params.pop("port"))
+    return URL.create("postgresql+psycopg", **fields, query=params)
+
+
 def sqlite_file(url: URL) -> Path:
     """The absolute path of a SQLite store (a ``file:`` URI database included)."""
     return Path(unquote((url.database or "").removeprefix("file:"))).resolve()
@@ -68,7 +96,7 @@ def shown_store(url: URL) -> str:
     without user or password; a SQLite file by its absolute path (``sqlite:////srv/k.db``)."""
     if url.get_backend_name() == "sqlite":
         return f"sqlite:///{sqlite_file(url)}"
-    bare = without_password(url)._replace(drivername="postgresql", username=None)
+    bare = without_secrets(url)._replace(drivername="postgresql", username=None)
     return bare.render_as_string(hide_password=False)
 
 
@@ -107,7 +135,7 @@ class Store:
     @property
     def display_url(self) -> str:
         """The URL with no password: what GX's data source is configured with."""
-        return without_password(self.url).render_as_string(hide_password=False)
+        return without_secrets(self.url).render_as_string(hide_password=False)
 
     @property
     def shown(self) -> str:
