@@ -217,6 +217,54 @@ def test_the_store_itself_is_refused_as_records(target, project):
     assert not (project / "uncommitted").exists()
 
 
+def _records_tables(target) -> list[str]:
+    """The records tables a database holds, in any schema."""
+    with target.engine.connect() as conn:
+        if target.dialect == "sqlite":
+            query = "SELECT name FROM sqlite_master WHERE name LIKE :prefix"
+        else:
+            query = "SELECT table_name FROM information_schema.tables WHERE table_name LIKE :prefix"
+        return list(conn.execute(sa.text(query), {"prefix": "kandev_dq%"}).scalars())
+
+
+def test_the_store_under_another_name_is_refused_as_records_before_any_write(
+    target, project, tmp_path
+):
+    """The records database is compared with the store by what it is, not how it is spelled:
+    a hard link to the SQLite file (its device and inode), the PostgreSQL server reached as
+    ``localhost`` or ``[::ffff:127.0.0.1]`` (its system identifier, port and database). Each is
+    exit 2 naming the records database, before anything is written: the SQLite file byte for
+    byte as it was, no records table in the PostgreSQL database."""
+    import hashlib
+
+    _healthy(target)
+    target.engine.dispose()
+    if target.dialect == "sqlite":
+        link = tmp_path / "hard-link.db"
+        os.link(target.url, link)
+        others = [f"sqlite:///{link}", str(link)]
+    else:
+        url = make_url(target.url)
+        others = [
+            f"postgresql://{url.username}@{host}:{url.port}/{url.database}"
+            for host in ("localhost", "[::ffff:127.0.0.1]")
+        ]
+    store_file = Path(target.url) if target.dialect == "sqlite" else None
+    before = store_file and hashlib.sha256(store_file.read_bytes()).hexdigest()
+    for records in others:
+        for command in ("check", "history"):
+            done = kandev_dq(
+                command, "--store", target.url, "--project", str(project), "--records", records
+            )
+            assert done.returncode == 2, (command, records, done.stdout, done.stderr)
+            [line] = done.stderr.strip().splitlines()[-1:]
+            assert "is the store under validation" in line, line
+            assert _records_tables(target) == []
+            if store_file is not None:
+                assert hashlib.sha256(store_file.read_bytes()).hexdigest() == before
+    assert not (project / "uncommitted").exists()
+
+
 def test_an_unreachable_records_database_is_exit_2_and_the_store_is_untouched(
     sqlite_target, project
 ):

@@ -39,6 +39,7 @@ from sqlalchemy.engine import URL
 from kandev_dq.errors import KandevDqError, StoreError
 from kandev_dq.sql.dialect import insert_if_absent
 from kandev_dq.store.access import (
+    database_identity,
     open_store,
     redact,
     resolve_url,
@@ -204,14 +205,21 @@ def _inside(root: Path, url: str) -> bool:
 
 
 def same_database(a: URL, b: URL) -> bool:
-    """Whether two URLs name one database: the same SQLite file, or the same PostgreSQL
-    database on the same server (whatever the user, options or schema)."""
+    """Whether two URLs name one database: spelled alike (the same SQLite path, or the same
+    PostgreSQL database on the same host and port, whatever the user, options or schema), or
+    found to be one (:func:`~kandev_dq.store.access.database_identity`: a hard link, another
+    spelling of the server's address)."""
     if a.get_backend_name() != b.get_backend_name():
         return False
     if a.get_backend_name() == "sqlite":
-        return sqlite_file(a) == sqlite_file(b)
-    host = lambda u: (u.host or "localhost").lower()  # noqa: E731
-    return (host(a), a.port or 5432, a.database) == (host(b), b.port or 5432, b.database)
+        if sqlite_file(a) == sqlite_file(b):
+            return True
+    else:
+        host = lambda u: (u.host or "localhost").lower()  # noqa: E731
+        if (host(a), a.port or 5432, a.database) == (host(b), b.port or 5432, b.database):
+            return True
+    found = database_identity(a)
+    return found is not None and found == database_identity(b)
 
 
 def refuse_the_store(records: str, store: URL) -> None:

@@ -230,6 +230,44 @@ def open_store(
     return store
 
 
+def database_identity(url: URL) -> tuple | None:
+    """What makes two URLs one database, asked of the file system or of the server, never
+    taken from how the URL is spelled; None when it cannot be told (no such file, no answer).
+
+    SQLite: the file's device and inode, so a hard link or another path to the same file is
+    the same database. PostgreSQL: the cluster's system identifier (``pg_control_system()``;
+    where a role may not call it, the server's start time), the port the server listens on
+    and the database's name, so ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` agree.
+    Only a read-only session is opened, and it runs these reads alone.
+    """
+    if url.get_backend_name() == "sqlite":
+        try:
+            found = sqlite_file(url).stat()
+        except OSError:
+            return None
+        return ("sqlite", found.st_dev, found.st_ino)
+    import psycopg
+
+    try:
+        conn = _postgres_connector(url, read_only=True)()
+    except (psycopg.Error, sa.exc.ArgumentError):
+        return None
+    try:
+        place = conn.execute("SELECT current_setting('port'), current_database()").fetchone()
+        try:
+            cluster = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
+            server = cluster.fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege:
+            conn.rollback()
+            started = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
+            server = f"started {started}"
+        return ("postgresql", server, *place)
+    except psycopg.Error:
+        return None
+    finally:
+        conn.close()
+
+
 def require_writable(store: Store) -> None:
     """Refuse (exit 2) a store that cannot take a write now: a read-only file or server, or a
     SQLite file another process holds locked. Takes and releases the write lock; writes nothing.
