@@ -252,9 +252,9 @@ def test_the_store_under_another_name_is_refused_as_records_before_any_write(
     store_file = Path(target.url) if target.dialect == "sqlite" else None
     before = store_file and hashlib.sha256(store_file.read_bytes()).hexdigest()
     for records in others:
-        for command in ("check", "history"):
+        for command in (("check",), ("history",), ("ledger", "show")):
             done = kandev_dq(
-                command, "--store", target.url, "--project", str(project), "--records", records
+                *command, "--store", target.url, "--project", str(project), "--records", records
             )
             assert done.returncode == 2, (command, records, done.stdout, done.stderr)
             [line] = done.stderr.strip().splitlines()[-1:]
@@ -263,6 +263,31 @@ def test_the_store_under_another_name_is_refused_as_records_before_any_write(
             if store_file is not None:
                 assert hashlib.sha256(store_file.read_bytes()).hexdigest() == before
     assert not (project / "uncommitted").exists()
+
+
+def test_a_role_that_may_not_read_the_system_identifier_still_finds_the_store(pg_target):
+    """Where ``pg_control_system()`` is revoked from PUBLIC, a role's session is placed by the
+    server's start time: the same database is found under its two roles and spellings, and
+    another database on the same server is not the store."""
+    from kandev_dq.run.records import same_database
+    from kandev_dq.store.access import database_identity
+
+    role = f"kdq_plain_{uuid.uuid4().hex[:8]}"
+    admin = make_url(pg_target.url)._replace(query={})
+    with pg_target.engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql("REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC")
+    try:
+        plain = admin.set(username=role, host="localhost")
+        found = database_identity(resolve_url(plain.render_as_string(hide_password=False)))
+        assert found is not None and found.system is None and found.started
+        assert database_identity(admin).system is not None
+        assert same_database(admin, plain)
+        assert not same_database(admin.set(database="postgres"), plain)
+    finally:
+        with pg_target.engine.begin() as conn:
+            conn.exec_driver_sql("GRANT EXECUTE ON FUNCTION pg_control_system() TO PUBLIC")
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
 
 
 def test_an_unreachable_records_database_is_exit_2_and_the_store_is_untouched(

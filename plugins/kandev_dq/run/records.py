@@ -218,8 +218,8 @@ def same_database(a: URL, b: URL) -> bool:
         host = lambda u: (u.host or "localhost").lower()  # noqa: E731
         if (host(a), a.port or 5432, a.database) == (host(b), b.port or 5432, b.database):
             return True
-    found = database_identity(a)
-    return found is not None and found == database_identity(b)
+    found, other = database_identity(a), database_identity(b)
+    return found is not None and other is not None and found.same_as(other)
 
 
 def refuse_the_store(records: str, store: URL) -> None:

@@ -230,22 +230,40 @@ def open_store(
     return store
 
 
-def database_identity(url: URL) -> tuple | None:
+@dataclass(frozen=True)
+class DatabaseIdentity:
     """What makes two URLs one database, asked of the file system or of the server, never
-    taken from how the URL is spelled; None when it cannot be told (no such file, no answer).
+    taken from how the URL is spelled (:func:`database_identity`)."""
 
-    SQLite: the file's device and inode, so a hard link or another path to the same file is
-    the same database. PostgreSQL: the cluster's system identifier (``pg_control_system()``;
-    where a role may not call it, the server's start time), the port the server listens on
-    and the database's name, so ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` agree.
-    Only a read-only session is opened, and it runs these reads alone.
-    """
+    #: SQLite: the file's device and inode. PostgreSQL: the port the server listens on and
+    #: the database's name.
+    place: tuple
+    #: PostgreSQL: the cluster's system identifier, where the role may read it.
+    system: str | None = None
+    #: PostgreSQL: when the server started (seconds since the epoch, to the microsecond).
+    started: str | None = None
+
+    def same_as(self, other: DatabaseIdentity) -> bool:
+        """One database: one place, on one cluster (by its system identifier when both
+        sessions may read it, else by the server's start time, which every role may read)."""
+        if self.place != other.place:
+            return False
+        if self.system is not None and other.system is not None:
+            return self.system == other.system
+        return self.started == other.started
+
+
+def database_identity(url: URL) -> DatabaseIdentity | None:
+    """The identity of the database ``url`` names; None when it cannot be told (no such file,
+    no answer). SQLite: a hard link or another path to the file is the same database.
+    PostgreSQL: ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` are one server. Only a
+    read-only session is opened, and it runs these reads alone."""
     if url.get_backend_name() == "sqlite":
         try:
             found = sqlite_file(url).stat()
         except OSError:
             return None
-        return ("sqlite", found.st_dev, found.st_ino)
+        return DatabaseIdentity(("sqlite", found.st_dev, found.st_ino))
     import psycopg
 
     try:
@@ -253,15 +271,16 @@ def database_identity(url: URL) -> tuple | None:
     except (psycopg.Error, sa.exc.ArgumentError):
         return None
     try:
-        place = conn.execute("SELECT current_setting('port'), current_database()").fetchone()
+        port, name, started = conn.execute(
+            "SELECT current_setting('port'), current_database(), "
+            "extract(epoch FROM pg_postmaster_start_time())::text"
+        ).fetchone()
         try:
             cluster = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
-            server = cluster.fetchone()[0]
-        except psycopg.errors.InsufficientPrivilege:
-            conn.rollback()
-            started = conn.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
-            server = f"started {started}"
-        return ("postgresql", server, *place)
+            system = cluster.fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege:  # revoked from PUBLIC on some servers
+            system = None
+        return DatabaseIdentity(("postgresql", port, name), system, started)
     except psycopg.Error:
         return None
     finally:
