@@ -310,6 +310,42 @@ def test_an_unreachable_records_database_is_exit_2_and_the_store_is_untouched(
     assert not (project / "uncommitted" / "data_docs").exists()
 
 
+def test_a_records_path_without_its_folder_is_one_line_and_creates_nothing(
+    sqlite_target, project, tmp_path
+):
+    """``--records`` under a file, or in a folder that does not exist outside the project:
+    exit 2, one line naming the records database, no folder created, the store untouched."""
+    _healthy(sqlite_target)
+    sqlite_target.engine.dispose()
+    before = Path(sqlite_target.url).read_bytes()
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x", encoding="utf-8")
+    missing = tmp_path / "not-yet" / "deeper"
+    cases = {
+        str(a_file / "records.db"): "is a file, not a folder",
+        f"sqlite:///{a_file}/sub/records.db": "is a file, not a folder",
+        str(missing / "records.db"): "does not exist",
+    }
+    for records, reason in cases.items():
+        for command in (("check",), ("history",)):
+            done = kandev_dq(
+                *command,
+                "--store",
+                sqlite_target.url,
+                "--project",
+                str(project),
+                "--records",
+                records,
+            )
+            assert done.returncode == 2 and done.stdout == "", (records, done.stderr)
+            [line] = done.stderr.strip().splitlines()[-1:]
+            assert "records database" in line and reason in line, line
+            assert "Traceback" not in done.stderr and "Error:" not in line, done.stderr
+    assert not (tmp_path / "not-yet").exists()
+    assert Path(sqlite_target.url).read_bytes() == before
+    assert not (project / "uncommitted").exists()
+
+
 # --- the JSON ledger of earlier versions ----------------------------------------------------------
 
 
