@@ -160,7 +160,8 @@ def connection_reason(
     """The one line saying why the driver's ``error`` stopped a store (``where``, its display
     form) from opening, with the password, if the driver quoted it, masked. ``journal`` is a
     SQLite store's rollback journal: the driver reports only the primary code (READONLY), so a
-    read-only open refused beside a non-empty journal is taken for the hot journal it is."""
+    read-only open refused beside a non-empty journal is taken for the hot journal it is, and
+    one refused for a WAL store's missing wal-index says so (:func:`_wal_index_uncreatable`)."""
     raw = str(error).strip().splitlines()
     detail = raw[0] if raw else type(error).__name__
     if password:
@@ -174,6 +175,15 @@ def connection_reason(
     if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
         return f"cannot reach {where}: the server is not accepting connections"
     code = getattr(error, "sqlite_errorname", "")
+    if code.startswith("SQLITE_READONLY") and journal is not None and _wal_index_uncreatable(
+        Path(str(journal).removesuffix("-journal"))
+    ):
+        return (
+            f"cannot read {where}: it is in WAL mode with no -shm file, which SQLite must create "
+            "to read it, and its folder is read-only to this user; run the check while Kandev "
+            "has the store open (its writer creates the file), as a user who may write to the "
+            "folder, or on a copy (`sqlite3 FILE '.backup COPY'`)"
+        )
     if code == "SQLITE_READONLY_ROLLBACK" or (
         code == "SQLITE_READONLY" and journal is not None and _non_empty(journal)
     ):
@@ -192,6 +202,22 @@ def connection_reason(
             f"(waited {BUSY_TIMEOUT_S:.0f} s)"
         )
     return f"cannot open {where}: {detail}"
+
+
+def _wal_index_uncreatable(file: Path) -> bool:
+    """A WAL-mode store (header bytes 18-19 are 2) without its ``-shm``, in a folder this user
+    may not write: a reader needs that wal-index, and SQLite cannot create it there. With the
+    side files present (a writer holds the store) SQLite reads it, and so does the check."""
+    try:
+        with file.open("rb") as opened:
+            header = opened.read(20)
+    except OSError:
+        return False
+    return (
+        header[18:20] == b"\x02\x02"
+        and not file.with_name(file.name + "-shm").exists()
+        and not os.access(file.parent, os.W_OK)
+    )
 
 
 def _non_empty(path: Path) -> bool:
