@@ -13,7 +13,6 @@ or a counted row missing from the listing, shows here.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 
 import psycopg
@@ -26,6 +25,7 @@ from kandev_dq.run.explain import finding_in, rules, snapshot_of
 from kandev_dq.run.project import CHECKPOINTS
 from kandev_dq.sql.listing import REASON
 from kandev_dq.sql.messages import SAMPLE_LIMIT
+from tests.conftest import IN_CI
 
 #: Columns naming an item a rule counts: what a listing and its rule's sample are matched on.
 IDENTITY = (
@@ -234,7 +234,7 @@ def _pasted(target, query: str) -> int | None:
 
     binary = "sqlite3" if target.dialect == "sqlite" else "psql"
     if shutil.which(binary) is None:
-        assert not os.environ.get("CI"), f"{binary} is required under CI"
+        assert not IN_CI, f"{binary} is required when CI=true"
         return None
     if target.dialect == "sqlite":
         argv = [binary, "-readonly", "-bail", "-csv", target.url]
