@@ -167,6 +167,21 @@ FIVE_MB = 5_000_000
 RESULT_FILE_BOUND = 1_000_000
 
 
+def _far_row(conn, name: str, **columns) -> None:
+    """A subagent row of the far session (``r-NAME``, ``tc-NAME``), observed at ``at(20)``."""
+    add_subagent_row(
+        conn,
+        id=f"r-{name}",
+        task_session_id="s-far",
+        task_id="t-far",
+        tool_call_id=f"tc-{name}",
+        agent_execution_id="unknown",
+        observed_at=at(20),
+        updated_at=at(20),
+        **columns,
+    )
+
+
 def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_project):
     """A huge value is cut in SQL to its head, length and digest wherever a sample or a result
     takes it: no validation result file reaches 1 MB."""
@@ -182,18 +197,7 @@ def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_projec
             turn_id="u-far",
             created_at=at(20),
         )
-        add_subagent_row(
-            conn,
-            id="r-huge",
-            task_session_id="s-far",
-            task_id="t-far",
-            tool_call_id="tc-huge",
-            agent_execution_id="unknown",
-            tool_status=huge,
-            description=huge,
-            observed_at=at(20),
-            updated_at=at(20),
-        )
+        _far_row(conn, "huge", tool_status=huge, description=huge)
     report = run_check(quick_project, target.url, "pre_release")
     assert unevaluated(report) == []
     assert not result(report, "expect_tool_status_in_acp_vocabulary").success
@@ -213,17 +217,7 @@ def test_a_nul_led_value_is_cut_by_its_bytes(sqlite_target, quick_project):
         conn.exec_driver_sql(
             "UPDATE kandev_meta SET value = ? WHERE key = ?", (huge, CAPTURE_SINCE)
         )
-        add_subagent_row(
-            conn,
-            id="r-nul",
-            task_session_id="s-far",
-            task_id="t-far",
-            tool_call_id="tc-nul",
-            agent_execution_id="unknown",
-            tool_status=huge,
-            observed_at=at(20),
-            updated_at=at(20),
-        )
+        _far_row(conn, "nul", tool_status=huge)
     sqlite_target.engine.dispose()
     report = run_check(quick_project, sqlite_target.url, "pre_release")
     assert unevaluated(report) == []

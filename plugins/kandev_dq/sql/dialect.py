@@ -302,29 +302,6 @@ def before(column, param: sa.BindParameter) -> ColumnElement:
     return _InstantComparison(column, param, "<")
 
 
-# --- sizes ------------------------------------------------------------------------------------
-
-
-class byte_length(FunctionElement):  # noqa: N801 - reads as a SQL function
-    """A text value's size in bytes, whatever it holds: SQLite's ``length()`` counts characters
-    up to the first NUL only, so a NUL-led value reads as empty there; its BLOB length does not."""
-
-    inherit_cache = True
-    type = sa.Integer()
-
-
-@compiles(byte_length, "sqlite")
-def _byte_length_sqlite(element, compiler, **kw):
-    (value,) = element.clauses
-    return f"length(CAST({compiler.process(value, **kw)} AS BLOB))"
-
-
-@compiles(byte_length, "postgresql")
-def _byte_length_postgresql(element, compiler, **kw):
-    (value,) = element.clauses
-    return f"octet_length({compiler.process(value, **kw)})"
-
-
 # --- metadata JSON ---------------------------------------------------------------------------
 
 

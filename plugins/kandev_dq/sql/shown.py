@@ -20,8 +20,6 @@ import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
-from kandev_dq.sql.dialect import byte_length
-
 #: A value longer than this (an RFC3339 key has at most 35 characters) is shown and recorded
 #: as its first :data:`SHOWN_HEAD_CHARS` characters, its length and a digest's head.
 KEY_DISPLAY_LIMIT = 200
@@ -71,7 +69,7 @@ def shown(value: sa.ColumnElement, limit: int = KEY_DISPLAY_LIMIT) -> sa.ColumnE
     so the byte test cuts only such values, summarised by their size in bytes."""
     text = sa.cast(value, sa.Text)
     length = sa.func.length(text)
-    size = byte_length(text)
+    size = sa.func.octet_length(text)  # bytes on both; SQLite's (3.43+) counts past a NUL
     count = sa.case(
         (length > limit, sa.cast(length, sa.Text) + " characters"),
         else_=sa.cast(size, sa.Text) + " bytes",

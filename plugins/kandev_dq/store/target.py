@@ -175,8 +175,10 @@ def connection_reason(
     if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
         return f"cannot reach {where}: the server is not accepting connections"
     code = getattr(error, "sqlite_errorname", "")
-    if code.startswith("SQLITE_READONLY") and journal is not None and _wal_index_uncreatable(
-        Path(str(journal).removesuffix("-journal"))
+    if (
+        code.startswith("SQLITE_READONLY")
+        and journal is not None
+        and _wal_index_uncreatable(Path(str(journal).removesuffix("-journal")))
     ):
         return (
             f"cannot read {where}: it is in WAL mode with no -shm file, which SQLite must create "
