@@ -25,6 +25,7 @@ from kandev_dq.run.explain import finding_in, rules, snapshot_of
 from kandev_dq.run.project import CHECKPOINTS
 from kandev_dq.sql.listing import REASON
 from kandev_dq.sql.messages import SAMPLE_LIMIT
+from tests.conftest import IN_CI
 
 #: Columns naming an item a rule counts: what a listing and its rule's sample are matched on.
 IDENTITY = (
@@ -190,3 +191,79 @@ def _copied(page: str) -> list[str]:
     blocks = re.findall(r"<code id='kandev-query-[0-9a-f]+'>(.*?)</code>", page, re.S)
     assert all("<" not in block for block in blocks)  # escaped: no markup inside
     return [markup.unescape(block) for block in blocks]
+
+
+#: Ids a listing inlines as literals: a driver's placeholder syntax, a doubled ``%``, quotes,
+#: backslashes and dollar quoting, each of which a client could read differently.
+LITERAL_HAZARDS = ("bad-%(x)s %s %% ? :name $1", "trunc-100%", "o'q", "back\\slash", "$$")
+
+
+def _store_listing_hazards(target) -> None:
+    """An activated store whose failing rules list ids holding every hazard: subagent
+    messages with no row (the shortfall and the writer rules), a row no message produced
+    and metadata that is not JSON."""
+    from kandev_dq.lab.storebuilder import StoreBuilder
+
+    capture = "2026-07-30T01:39:37.271235Z"
+    store = StoreBuilder(target.engine).create()
+    store.keys(capture, "", capture)
+    session = store.session()
+    for i, hazard in enumerate(LITERAL_HAZARDS):
+        stamp = f"2026-08-01 00:00:0{i}+00:00"
+        store.subagent_message(
+            session,
+            stamp,
+            f"tc-{hazard}",
+            message_id=f"m-{hazard}",
+            description=hazard,
+            total_tokens=5,
+            tool_use_count=1,
+            duration_ms=9,
+        )
+        store.subagent_row(session, f"orphan-{hazard}", stamp, id=f"row-{hazard}")
+        store.message(session, stamp, metadata=f"{{{hazard}", message_id=f"nj-{hazard}")
+
+
+def _pasted(target, query: str) -> int | None:
+    """Rows the store's own client returns for ``query`` fed as a script (as a reviewer
+    pastes it); None when that client is not installed (outside CI)."""
+    import csv
+    import io
+    import shutil
+    import subprocess
+
+    binary = "sqlite3" if target.dialect == "sqlite" else "psql"
+    if shutil.which(binary) is None:
+        assert not IN_CI, f"{binary} is required when CI=true"
+        return None
+    if target.dialect == "sqlite":
+        argv = [binary, "-readonly", "-bail", "-csv", target.url]
+    else:
+        url = make_url(target.url).set(drivername="postgresql")
+        conninfo = url.render_as_string(hide_password=False)
+        argv = [binary, "-X", "-q", "-v", "ON_ERROR_STOP=1", "--csv", "-t", conninfo]
+    done = subprocess.run(argv, input=query, capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return sum(1 for _ in csv.reader(io.StringIO(done.stdout)))
+
+
+def test_queries_holding_percent_quotes_and_backslashes_run_as_printed(target):
+    """A listing inlines ids holding ``%``, placeholder syntax, quotes, backslashes and
+    ``$$``: pasted as printed into the store's own client (``sqlite3``, ``psql``), and run
+    with no parameter on the driver, each query returns exactly ``unexpected_count`` rows."""
+    _store_listing_hazards(target)
+    if target.dialect == "sqlite":
+        target.engine.dispose()
+    emitted = _emitted(target.url)
+    names = {name for name, *_ in emitted}
+    assert {
+        "expect_message_metadata_to_be_json",
+        "expect_no_writer_shortfall_since_capture_since",
+    } <= names
+    for name, count, _sample, query in emitted:
+        assert len(_read_only_rows(target.url, target.dialect, query)) == count, name
+        pasted = _pasted(target, query)
+        assert pasted in (None, count), f"{name}: {pasted} rows pasted, {count} counted"
+    if target.dialect == "postgresql":  # the ids located as unreadable are inlined there
+        (listed,) = [q for n, _c, _s, q in emitted if n == "expect_message_metadata_to_be_json"]
+        assert all(f"nj-{h}".replace("'", "''") in listed for h in LITERAL_HAZARDS), listed

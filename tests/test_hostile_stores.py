@@ -167,6 +167,21 @@ FIVE_MB = 5_000_000
 RESULT_FILE_BOUND = 1_000_000
 
 
+def _far_row(conn, name: str, **columns) -> None:
+    """A subagent row of the far session (``r-NAME``, ``tc-NAME``), observed at ``at(20)``."""
+    add_subagent_row(
+        conn,
+        id=f"r-{name}",
+        task_session_id="s-far",
+        task_id="t-far",
+        tool_call_id=f"tc-{name}",
+        agent_execution_id="unknown",
+        observed_at=at(20),
+        updated_at=at(20),
+        **columns,
+    )
+
+
 def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_project):
     """A huge value is cut in SQL to its head, length and digest wherever a sample or a result
     takes it: no validation result file reaches 1 MB."""
@@ -182,18 +197,7 @@ def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_projec
             turn_id="u-far",
             created_at=at(20),
         )
-        add_subagent_row(
-            conn,
-            id="r-huge",
-            task_session_id="s-far",
-            task_id="t-far",
-            tool_call_id="tc-huge",
-            agent_execution_id="unknown",
-            tool_status=huge,
-            description=huge,
-            observed_at=at(20),
-            updated_at=at(20),
-        )
+        _far_row(conn, "huge", tool_status=huge, description=huge)
     report = run_check(quick_project, target.url, "pre_release")
     assert unevaluated(report) == []
     assert not result(report, "expect_tool_status_in_acp_vocabulary").success
@@ -201,3 +205,43 @@ def test_result_files_stay_small_with_a_five_megabyte_value(target, quick_projec
         stored = [records.get_result(key) for key in records.result_keys()]
     assert stored and all(len(value.encode()) < RESULT_FILE_BOUND for value in stored)
     assert any(f"[{FIVE_MB} characters" in value for value in stored)
+
+
+def test_a_nul_led_value_is_cut_by_its_bytes(sqlite_target, quick_project):
+    """SQLite: ``length()`` stops at the first NUL, so a NUL-led five-megabyte key or status
+    once passed the cut whole. Measured in bytes, each is a head, a size and a digest in the
+    results, the key ledger and the report."""
+    huge = "\x00" + "x" * FIVE_MB
+    _store_with(sqlite_target)
+    with sqlite_target.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "UPDATE kandev_meta SET value = ? WHERE key = ?", (huge, CAPTURE_SINCE)
+        )
+        _far_row(conn, "nul", tool_status=huge)
+    sqlite_target.engine.dispose()
+    report = run_check(quick_project, sqlite_target.url, "pre_release")
+    assert unevaluated(report) == []
+    assert len(json.dumps(report.to_json(), default=str)) < RESULT_FILE_BOUND
+    with Records(records_url(quick_project)) as records:
+        stored = [records.get_result(key) for key in records.result_keys()]
+        ledger = records.ledger_entries(store_identity(resolve_url(sqlite_target.url)))
+    assert stored and all(len(value.encode()) < RESULT_FILE_BOUND for value in stored)
+    assert any(f"[{FIVE_MB + 1} bytes" in value for value in stored)
+    (first,) = [e.first_value for e in ledger if e.key_name == CAPTURE_SINCE]
+    assert len(first) < 100 and f"[{FIVE_MB + 1} bytes, sha256 " in first
+
+
+def test_the_byte_cut_keeps_every_value_within_the_limit_as_it_was(target):
+    """Both dialects: a value of at most 200 characters, 4-byte ones included, is shown whole
+    as before (the key ledger reads earlier values alike), and one character more is cut by
+    its characters."""
+    import sqlalchemy as sa
+
+    from kandev_dq.sql.shown import KEY_DISPLAY_LIMIT, prepare, shown
+
+    within = "🦊" * KEY_DISPLAY_LIMIT
+    with target.engine.connect() as conn:
+        prepare(conn)
+        read = lambda value: conn.execute(sa.select(shown(sa.literal(value, sa.Text)))).scalar()  # noqa: E731
+        assert read(within) == within
+        assert read(within + "x").startswith("🦊" * 40 + f"...[{KEY_DISPLAY_LIMIT + 1} characters")

@@ -217,6 +217,79 @@ def test_the_store_itself_is_refused_as_records(target, project):
     assert not (project / "uncommitted").exists()
 
 
+def _records_tables(target) -> list[str]:
+    """The records tables a database holds, in any schema."""
+    with target.engine.connect() as conn:
+        if target.dialect == "sqlite":
+            query = "SELECT name FROM sqlite_master WHERE name LIKE :prefix"
+        else:
+            query = "SELECT table_name FROM information_schema.tables WHERE table_name LIKE :prefix"
+        return list(conn.execute(sa.text(query), {"prefix": "kandev_dq%"}).scalars())
+
+
+def test_the_store_under_another_name_is_refused_as_records_before_any_write(
+    target, project, tmp_path
+):
+    """The records database is compared with the store by what it is, not how it is spelled:
+    a hard link to the SQLite file (its device and inode), the PostgreSQL server reached as
+    ``localhost`` or ``[::ffff:127.0.0.1]`` (its system identifier, port and database). Each is
+    exit 2 naming the records database, before anything is written: the SQLite file byte for
+    byte as it was, no records table in the PostgreSQL database."""
+    import hashlib
+
+    _healthy(target)
+    target.engine.dispose()
+    if target.dialect == "sqlite":
+        link = tmp_path / "hard-link.db"
+        os.link(target.url, link)
+        others = [f"sqlite:///{link}", str(link)]
+    else:
+        url = make_url(target.url)
+        others = [
+            f"postgresql://{url.username}@{host}:{url.port}/{url.database}"
+            for host in ("localhost", "[::ffff:127.0.0.1]")
+        ]
+    store_file = Path(target.url) if target.dialect == "sqlite" else None
+    before = store_file and hashlib.sha256(store_file.read_bytes()).hexdigest()
+    for records in others:
+        for command in (("check",), ("history",), ("ledger", "show")):
+            done = kandev_dq(
+                *command, "--store", target.url, "--project", str(project), "--records", records
+            )
+            assert done.returncode == 2, (command, records, done.stdout, done.stderr)
+            [line] = done.stderr.strip().splitlines()[-1:]
+            assert "is the store under validation" in line, line
+            assert _records_tables(target) == []
+            if store_file is not None:
+                assert hashlib.sha256(store_file.read_bytes()).hexdigest() == before
+    assert not (project / "uncommitted").exists()
+
+
+def test_a_role_that_may_not_read_the_system_identifier_still_finds_the_store(pg_target):
+    """Where ``pg_control_system()`` is revoked from PUBLIC, a role's session is placed by the
+    server's start time: the same database is found under its two roles and spellings, and
+    another database on the same server is not the store."""
+    from kandev_dq.run.records import same_database
+    from kandev_dq.store.access import database_identity
+
+    role = f"kdq_plain_{uuid.uuid4().hex[:8]}"
+    admin = make_url(pg_target.url)._replace(query={})
+    with pg_target.engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+        conn.exec_driver_sql("REVOKE EXECUTE ON FUNCTION pg_control_system() FROM PUBLIC")
+    try:
+        plain = admin.set(username=role, host="localhost")
+        found = database_identity(resolve_url(plain.render_as_string(hide_password=False)))
+        assert found is not None and found.system is None and found.started
+        assert database_identity(admin).system is not None
+        assert same_database(admin, plain)
+        assert not same_database(admin.set(database="postgres"), plain)
+    finally:
+        with pg_target.engine.begin() as conn:
+            conn.exec_driver_sql("GRANT EXECUTE ON FUNCTION pg_control_system() TO PUBLIC")
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+
+
 def test_an_unreachable_records_database_is_exit_2_and_the_store_is_untouched(
     sqlite_target, project
 ):
@@ -235,6 +308,42 @@ def test_an_unreachable_records_database_is_exit_2_and_the_store_is_untouched(
     assert "s3cret-pw" not in done.stderr
     assert Path(sqlite_target.url).read_bytes() == before
     assert not (project / "uncommitted" / "data_docs").exists()
+
+
+def test_a_records_path_without_its_folder_is_one_line_and_creates_nothing(
+    sqlite_target, project, tmp_path
+):
+    """``--records`` under a file, or in a folder that does not exist outside the project:
+    exit 2, one line naming the records database, no folder created, the store untouched."""
+    _healthy(sqlite_target)
+    sqlite_target.engine.dispose()
+    before = Path(sqlite_target.url).read_bytes()
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x", encoding="utf-8")
+    missing = tmp_path / "not-yet" / "deeper"
+    cases = {
+        str(a_file / "records.db"): "is a file, not a folder",
+        f"sqlite:///{a_file}/sub/records.db": "is a file, not a folder",
+        str(missing / "records.db"): "does not exist",
+    }
+    for records, reason in cases.items():
+        for command in (("check",), ("history",)):
+            done = kandev_dq(
+                *command,
+                "--store",
+                sqlite_target.url,
+                "--project",
+                str(project),
+                "--records",
+                records,
+            )
+            assert done.returncode == 2 and done.stdout == "", (records, done.stderr)
+            [line] = done.stderr.strip().splitlines()[-1:]
+            assert "records database" in line and reason in line, line
+            assert "Traceback" not in done.stderr and "Error:" not in line, done.stderr
+    assert not (tmp_path / "not-yet").exists()
+    assert Path(sqlite_target.url).read_bytes() == before
+    assert not (project / "uncommitted").exists()
 
 
 # --- the JSON ledger of earlier versions ----------------------------------------------------------

@@ -32,10 +32,11 @@ from kandev_dq.migration import runner as migrate
 from kandev_dq.migration import schema_steps
 from kandev_dq.migration.runner import Status
 from kandev_dq.run.check import run_check
+from kandev_dq.run.checkpoint import run_name
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
-from kandev_dq.store.access import open_store, resolve_url
+from kandev_dq.store.access import open_store, redact, resolve_url, shown_store
 from kandev_dq.store.snapshot import facts_for
 from tests.gxhelpers import failed, result
 from tests.subagent_rows import (
@@ -244,6 +245,101 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
     with Records(records_url(project)) as records:
         assert records.result_keys() and records.run_records()
     assert (audit_dir / "SUMMARY.md").is_file()
+
+
+def test_every_secret_libpq_masks_is_one_kandev_dq_hides():
+    """libpq marks its secret parameters (``dispchar`` ``*``): each is one kandev-dq hides, in
+    a URL's query and in a ``key=value`` string, whatever its case."""
+    import psycopg
+
+    from kandev_dq.store.target import SECRET_PARAMETERS
+
+    masked = {o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults() if o.dispchar == b"*"}
+    assert {"password", "sslpassword"} <= masked <= set(SECRET_PARAMETERS)
+    for name in SECRET_PARAMETERS:
+        for text in (
+            f"postgresql://u@db:5432/k?options=-cx&{name}=S3cr3t",
+            f"postgresql://u@db:5432/k?{name.upper()}=S3cr3t",
+            f"host=db {name}=S3cr3t dbname=k",
+            f"host=db {name} = 'S3 cr\\'3t' dbname=k",
+            f"cannot open postgresql://u@d@b/k?{name}=S3cr3t&x=1: refused",
+        ):
+            assert "S3" not in redact(text), text
+            if "cannot" not in text:
+                url = resolve_url(text)
+                for shown in (
+                    shown_store(url),
+                    store_identity(url),
+                    run_name("x", store_identity(url)),
+                ):
+                    assert "S3" not in shown and name not in shown.lower(), shown
+
+
+def test_a_libpq_connection_string_is_read_as_postgresql_never_a_path(
+    pg_target, quick_project, capsys
+):
+    """``host=… password=… dbname=…`` is read by libpq as the store it names: checked and shown
+    by its URL, never taken for a SQLite file; one libpq cannot read is refused unshown."""
+    store = activated_store(pg_target)
+    store.subagent_message(store.session(), "2026-08-01 00:00:01+00:00", "toolu_1")
+    url = make_url(pg_target.url)
+    secret = f"pw{secrets.token_hex(8)}"
+    conninfo = (
+        f"host={url.host} port={url.port} user={url.username} password={secret} "
+        f"dbname={url.database} options='{url.query['options']}'"
+    )
+    shown = f"postgresql://{url.host}:{url.port}/{url.database}"
+    code, out, err = cli(capsys, "check", "--store", conninfo, "--project", str(quick_project))
+    assert code == 1 and shown in out and SHORTFALL in out, (out, err)
+    assert secret not in out + err and "SQLite" not in out + err
+    refused = [
+        conninfo.replace(f"port={url.port}", "port=1"),
+        f"{conninfo} bogus=1",
+        f"host={url.host} password='{secret} dbname=x",
+    ]
+    for args in (("check", "--project", str(quick_project)), ("migrate", "--dry-run")):
+        for text in refused:
+            code, out, err = cli(capsys, *args, "--store", text)
+            assert code == 2 and secret not in out + err, (args, text, out, err)
+            assert "SQLite" not in err and len(err.strip().splitlines()) == 1, err
+    assert "cannot reach postgresql://" in cli(capsys, "check", "--store", refused[0])[2]
+
+
+@pytest.mark.parametrize("parameter", ["sslpassword", "oauth_client_secret"])
+def test_a_secret_that_is_not_called_password_appears_nowhere(
+    parameter, pg_target, project, tmp_path, capsys, caplog
+):
+    """A secret libpq reads from the URL's query under another name than ``password``: not in
+    the output of check (text, JSON), history, migrate or explain, nor in the run name, the
+    data docs' file names or contents, the records database or any log record."""
+    store = activated_store(pg_target)
+    store.subagent_message(store.session(), "2026-08-01 00:00:01+00:00", "toolu_1")
+    secret = f"sec{secrets.token_hex(12)}"
+    url = f"{pg_target.url}&{parameter}={secret}"
+    caplog.set_level(logging.DEBUG)
+    outputs = []
+    for args, expected in (
+        (("check", "--store", url, "--project", str(project)), 1),
+        (("check", "--store", url, "--project", str(project), "--format", "json"), 1),
+        (("history", "--store", url, "--project", str(project)), 0),
+        (("history", "--store", url, "--project", str(project), "--format", "json"), 0),
+        (("migrate", "--store", url, "--dry-run"), 0),
+        (("explain", SHORTFALL, "--store", url, "--run"), 0),
+        (("check", "--store", url.replace(":5432/", ":1/"), "--project", str(project)), 2),
+    ):
+        code, out, err = cli(capsys, *args)
+        assert code == expected, (args, out, err)
+        outputs.append(out + err)
+    assert "postgresql://127.0.0.1:5432/" in outputs[0] and "cannot reach" in outputs[-1]
+    assert not [o for o in outputs if secret in o or parameter in o]
+    assert secret not in caplog.text
+    with Records(records_url(project)) as records:
+        names = [r["run_name"] for r in records.run_records()]
+    assert names and not [n for n in names if secret in n or parameter in n]
+    written = [p for p in project.rglob("*")]
+    assert any(p.suffix == ".html" for p in written)
+    assert not [p for p in written if secret in str(p) or parameter in str(p)]
+    assert _files_holding(project, secret.encode()) == []
 
 
 # --- 4. injection ----------------------------------------------------------------------------

@@ -88,3 +88,53 @@ def test_the_store_owner_writes_after_a_check_run_as_root(wal_store, project):
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(wal_store.parent)) == ["kandev.db"]
     assert _write_as(NOBODY, wal_store) == 0
+
+
+def _read_as(uid: int, store: Path) -> str:
+    """A read-only open of ``store`` as ``uid`` in a forked child: its row count, or its error."""
+    import kandev_dq.store.observe  # noqa: F401 - imported before the child cannot read them
+    import kandev_dq.store.snapshot  # noqa: F401
+
+    readable, writable = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            try:
+                opened = open_store(str(store))
+                with opened.snapshot() as conn:
+                    said = (
+                        f"read {conn.exec_driver_sql('SELECT count(*) FROM kandev_meta').scalar()}"
+                    )
+                opened.dispose()
+            except Exception as exc:  # noqa: BLE001 - reported to the parent
+                said = f"{type(exc).__name__}: {exc}"
+            os.write(writable, said.encode())
+        finally:
+            os._exit(0)
+    os.close(writable)
+    os.waitpid(child, 0)
+    with os.fdopen(readable, "rb") as said:
+        return said.read().decode()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads as another user (needs root)")
+def test_a_wal_store_in_a_read_only_folder_is_read_where_sqlite_can(wal_store):
+    """A user who may not write the folder: with the side files a writer holds, the store is
+    read; with none, SQLite cannot create its wal-index and the refusal says why and what to
+    do, not "attempt to write a readonly database"."""
+    os.chmod(wal_store.parent, 0o555)
+    try:
+        said = _read_as(NOBODY, wal_store)
+        assert said.startswith("StoreError: cannot read sqlite:///"), said
+        assert "WAL mode" in said and "read-only to this user" in said and ".backup" in said
+        assert sorted(os.listdir(wal_store.parent)) == ["kandev.db"]
+        writer = sqlite_driver.connect(wal_store, timeout=5)
+        try:
+            writer.execute("SELECT count(*) FROM kandev_meta").fetchall()
+            assert _read_as(NOBODY, wal_store) == "read 3"
+        finally:
+            writer.close()
+    finally:
+        os.chmod(wal_store.parent, 0o755)

@@ -73,8 +73,21 @@ def xml_text(text: object) -> str:
     return _NOT_XML.sub(lambda match: _escaped(match[0]), one_line(text))
 
 
-#: What a spreadsheet reads as the start of a formula (CSV injection).
-_FORMULA_START = ("=", "+", "-", "@")
+#: What :func:`html_inert` writes as a reference: C0 but newline and tab, DEL, C1 and bidi.
+_HTML_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f" + "".join(sorted(_BIDI)) + "]")
+
+
+def html_inert(page: str) -> str:
+    """A whole HTML page with every control character left in it written as a numeric
+    character reference (``&#x1b;``): ``cat`` of the file replays nothing, while a browser
+    (and a copy button) still reads the character, so a query copied from the page is the one
+    that ran. Text and attribute values alike; the page's JSON already escapes them."""
+    return _HTML_UNSAFE.sub(lambda match: f"&#x{ord(match[0]):x};", page)
+
+
+#: What a spreadsheet reads as the start of a formula (CSV injection), TAB and CR included:
+#: some spreadsheets drop them and read the formula behind.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value: object) -> object:
@@ -83,5 +96,5 @@ def csv_cell(value: object) -> object:
     and NULL stay as they are."""
     if value is None or isinstance(value, bool | int | float):
         return value
-    text = printable(value)
-    return f"'{text}" if text.startswith(_FORMULA_START) else text
+    text = printable(value)  # a CR is escaped here, so the start is read on the value too
+    return f"'{text}" if str(value).startswith(_FORMULA_START) else text

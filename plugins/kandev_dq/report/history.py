@@ -19,7 +19,7 @@ from typing import Any
 
 from kandev_dq.contract.states import STATES
 from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.records import Accept, Records, records_url
+from kandev_dq.run.records import Accept, Records, records_url, refuse_the_store
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.store.access import chosen_store, resolve_url, shown_store
 
@@ -116,7 +116,9 @@ def history(
     name a records database outside its folder (:func:`~kandev_dq.run.records.records_url`)."""
     url = resolve_url(chosen_store(target))
     identity = store_identity(url)
-    with Records(records_url(project, records, allow_project_code=allow_project_code)) as opened:
+    chosen = records_url(project, records, allow_project_code=allow_project_code)
+    refuse_the_store(chosen, url)  # opening records creates their tables: never in the store
+    with Records(chosen) as opened:
         baseline = opened.baseline(identity)
         runs = [_past_run(r) for r in opened.run_records(identity=identity, limit=max(limit, 0))]
         return History(

@@ -62,6 +62,7 @@ from kandev_dq.run.checkpoint import DOCS_PAGES
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.run.results_store import RecordsStoreBackend
+from kandev_dq.text import html_inert
 
 logger = logging.getLogger(__name__)
 
@@ -149,7 +150,8 @@ class _LocalAssets:
 
     def render(self, document, template=None, **kwargs):
         kwargs.setdefault("kandev_root", page_root(document))
-        return super().render(document, template, **kwargs)  # type: ignore[misc]
+        # Every page passes here: a store value's control characters leave it as references.
+        return html_inert(super().render(document, template, **kwargs))  # type: ignore[misc]
 
 
 class KandevPageView(_LocalAssets, DefaultJinjaPageView):

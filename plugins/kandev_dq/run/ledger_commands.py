@@ -23,7 +23,9 @@ def ledger_view(project: Path, target: str | None, records: str | None = None) -
     """A store's baseline, first sightings and accepts (the store itself is not opened)."""
     url = resolve_url(chosen_store(target))
     identity = store_identity(url)
-    with Records(records_url(project, records)) as opened:
+    chosen = records_url(project, records)
+    refuse_the_store(chosen, url)  # opening records creates their tables: never in the store
+    with Records(chosen) as opened:
         return LedgerView(
             store=shown_store(url),
             records=opened.shown,

@@ -38,7 +38,15 @@ from sqlalchemy.engine import URL
 
 from kandev_dq.errors import KandevDqError, StoreError
 from kandev_dq.sql.dialect import insert_if_absent
-from kandev_dq.store.access import open_store, redact, resolve_url, shown_store, sqlite_file
+from kandev_dq.store.access import (
+    database_identity,
+    open_store,
+    redact,
+    resolve_url,
+    shown_store,
+    sqlite_file,
+    sqlite_path,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +173,15 @@ def records_url(root: Path, given: str | None = None, *, allow_project_code: boo
 
     A project is data (docs/reliability.md, 3a): its yml may keep records only in a SQLite file
     inside its own folder. Anything else (a server the project's author chose would receive
-    the store's samples) needs ``--allow-project-code``, or the user's own ``--records``."""
+    the store's samples) needs ``--allow-project-code``, or the user's own ``--records``.
+
+    A SQLite file's folder is created only inside the project (``uncommitted/``): elsewhere a
+    missing folder, or a file where a folder should be, is a one-line error naming the records
+    database, with nothing created."""
+    return _refuse_missing_folder(root, _chosen_records(root, given, allow_project_code))
+
+
+def _chosen_records(root: Path, given: str | None, allow_project_code: bool) -> str:
     for candidate in (given, os.environ.get(RECORDS_VARIABLE)):
         if candidate:
             return candidate
@@ -178,15 +194,39 @@ def records_url(root: Path, given: str | None = None, *, allow_project_code: boo
                 f"pass --records or set {RECORDS_VARIABLE} yourself, or pass "
                 "--allow-project-code to use it"
             )
-        if "://" not in configured:  # a SQLite path, relative to the project
+        if sqlite_path(configured) is not None:  # a SQLite path, relative to the project
             return str((Path(root) / configured).resolve())
         return configured
     return str((Path(root) / DEFAULT_RECORDS).resolve())
 
 
+def _refuse_missing_folder(root: Path, records: str) -> str:
+    """``records``, unless it is a SQLite file whose folder cannot hold it: a file stands on
+    its path, or the folder is missing outside the project (kandev-dq creates no folder
+    it was not asked for)."""
+    try:
+        url = resolve_url(records)
+    except KandevDqError:
+        return records  # not a database URL: opening the records database says so
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return records
+    folder = sqlite_file(url).parent
+    existing = next(part for part in (folder, *folder.parents) if part.exists())
+    if not existing.is_dir():
+        raise KandevDqError(
+            f"records database {shown_records(records)}: {existing} is a file, not a folder"
+        )
+    if existing != folder and not folder.is_relative_to(Path(root).resolve()):
+        raise KandevDqError(
+            f"records database {shown_records(records)}: the folder {folder} does not exist; "
+            "create it first, or name a records database in a folder that exists"
+        )
+    return records
+
+
 def _inside(root: Path, url: str) -> bool:
     """Whether ``url`` is a SQLite file inside the project folder ``root``."""
-    target = url if "://" in url else str(Path(root) / url)
+    target = str(Path(root) / url) if sqlite_path(url) is not None else url
     try:
         resolved = resolve_url(target)
     except KandevDqError:
@@ -197,14 +237,21 @@ def _inside(root: Path, url: str) -> bool:
 
 
 def same_database(a: URL, b: URL) -> bool:
-    """Whether two URLs name one database: the same SQLite file, or the same PostgreSQL
-    database on the same server (whatever the user, options or schema)."""
+    """Whether two URLs name one database: spelled alike (the same SQLite path, or the same
+    PostgreSQL database on the same host and port, whatever the user, options or schema), or
+    found to be one (:func:`~kandev_dq.store.access.database_identity`: a hard link, another
+    spelling of the server's address)."""
     if a.get_backend_name() != b.get_backend_name():
         return False
     if a.get_backend_name() == "sqlite":
-        return sqlite_file(a) == sqlite_file(b)
-    host = lambda u: (u.host or "localhost").lower()  # noqa: E731
-    return (host(a), a.port or 5432, a.database) == (host(b), b.port or 5432, b.database)
+        if sqlite_file(a) == sqlite_file(b):
+            return True
+    else:
+        host = lambda u: (u.host or "localhost").lower()  # noqa: E731
+        if (host(a), a.port or 5432, a.database) == (host(b), b.port or 5432, b.database):
+            return True
+    found, other = database_identity(a), database_identity(b)
+    return found is not None and other is not None and found.same_as(other)
 
 
 def refuse_the_store(records: str, store: URL) -> None:
@@ -233,7 +280,14 @@ class Records:
         self.shown = shown_records(url)
         resolved = resolve_url(url)
         if resolved.get_backend_name() == "sqlite":
-            sqlite_file(resolved).parent.mkdir(parents=True, exist_ok=True)
+            folder = sqlite_file(resolved).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise KandevDqError(
+                    f"records database {self.shown}: cannot create the folder {folder}: "
+                    f"{exc.strerror or type(exc).__name__}"
+                ) from None
         try:
             self._store = open_store(url, read_only=False, must_exist=False, require_kandev=False)
         except StoreError as exc:

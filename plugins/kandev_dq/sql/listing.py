@@ -9,14 +9,17 @@ rule whose condition changes cannot drift from its query: there is no second tex
 
 It is compiled with every bound value inlined (``literal_binds``): keys are parsed instants
 rendered as literals the dialect reads exactly (``InstantParam``), ids and texts as quoted
-SQL strings. Nothing in it comes from the URL or the environment, so it carries no password;
-every inlined value is one the store holds, or a bound the rule states (the run's clock for
-instants no clock can have written). It is compiled only when asked (a failed rule, or
+SQL strings, written as ``sqlite3`` and ``psql`` read them (no driver's ``%`` escaping).
+Nothing in it comes from the URL or the environment, so it carries no password; every inlined
+value is one the store holds, or a bound the rule states (the run's clock for instants no
+clock can have written). It is compiled only when asked (a failed rule, or
 ``explain``), so a healthy run pays nothing for it.
 """
 
 from __future__ import annotations
 
+import copy
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,8 +74,27 @@ class Listing:
 
     def sql(self) -> str:
         """The statement as a reviewer pastes it into ``sqlite3`` or ``psql``."""
-        compiled = self.select.compile(dialect=self.dialect, compile_kwargs={"literal_binds": True})
+        compiled = self.select.compile(
+            dialect=as_clients_read(self.dialect), compile_kwargs={"literal_binds": True}
+        )
         return f"{str(compiled).strip()};"
+
+
+def as_clients_read(dialect: Dialect) -> Dialect:
+    """``dialect`` compiling text for the database's own client, not for its driver.
+
+    A ``format``/``pyformat`` driver (psycopg) needs every ``%`` doubled, which psql would read
+    as two: a listing holding ``%`` would then list other rows than its rule counted. The copy
+    keeps what the dialect learnt from the server (``standard_conforming_strings``, version)
+    and renders ``%`` once; its own type cache, as literal renderers are cached per dialect.
+    """
+    if not dialect.identifier_preparer._double_percents:
+        return dialect
+    plain = copy.copy(dialect)
+    plain.paramstyle, plain.positional = "named", False
+    plain._type_memos = weakref.WeakKeyDictionary()
+    plain.identifier_preparer = plain.preparer(plain)
+    return plain
 
 
 def listing_of(conn: sa.Connection, sample: sa.Select, reason: str) -> Listing:

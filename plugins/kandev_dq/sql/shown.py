@@ -62,15 +62,24 @@ def _sha256_postgresql(element, compiler, **kw):
 
 def shown(value: sa.ColumnElement, limit: int = KEY_DISPLAY_LIMIT) -> sa.ColumnElement:
     """``value`` as text when at most ``limit`` characters; else ``head...[N characters,
-    sha256 D]``. The digest is only computed for a value over the limit."""
+    sha256 D]``. The digest is only computed for a value over the limit.
+
+    The cut also measures bytes: SQLite counts characters only up to a NUL, so a NUL-led
+    50 MB value would pass whole. No value within the limit has more than 4 bytes a character,
+    so the byte test cuts only such values, summarised by their size in bytes."""
     text = sa.cast(value, sa.Text)
     length = sa.func.length(text)
+    size = sa.func.octet_length(text)  # bytes on both; SQLite's (3.43+) counts past a NUL
+    count = sa.case(
+        (length > limit, sa.cast(length, sa.Text) + " characters"),
+        else_=sa.cast(size, sa.Text) + " bytes",
+    )
     summary = (
         sa.func.substr(text, 1, SHOWN_HEAD_CHARS)
         + "...["
-        + sa.cast(length, sa.Text)
-        + " characters, sha256 "
+        + count
+        + ", sha256 "
         + sa.func.substr(sha256_hex(text), 1, SHOWN_DIGEST_CHARS)
         + "]"
     )
-    return sa.case((length <= limit, text), else_=summary)
+    return sa.case((sa.and_(length <= limit, size <= 4 * limit), text), else_=summary)

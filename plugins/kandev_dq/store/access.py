@@ -28,10 +28,11 @@ from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's na
     STORE_URL_VARIABLE,
     chosen_store,
     connection_reason,
+    is_conninfo,
     redact,
     refuse_unusable_sqlite_file,
     sqlite_path,
-    without_password,
+    without_secrets,
 )
 
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
@@ -43,6 +44,8 @@ def resolve_url(target: str) -> URL:
     file = sqlite_path(target)
     if file is not None:
         return URL.create("sqlite", database=str(file))
+    if is_conninfo(target):
+        return conninfo_url(target)
     try:
         url = make_url(target)
     except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
@@ -58,6 +61,31 @@ def resolve_url(target: str) -> URL:
     return url
 
 
+#: The libpq parameters a SQLAlchemy URL holds in its own fields; the rest go to its query.
+_URL_FIELDS = {"user": "username", "password": "password", "host": "host", "dbname": "database"}
+
+
+def conninfo_url(conninfo: str) -> URL:
+    """The PostgreSQL URL of a libpq ``key=value`` connection string, read by libpq itself;
+    one libpq cannot read is refused without being shown (it may hold a password)."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+    except ProgrammingError:
+        raise StoreError(
+            "not a database URL: a libpq key=value connection string that libpq cannot read "
+            "(not shown: it may hold a password)"
+        ) from None
+    fields: dict[str, Any] = {
+        field: params.pop(name) for name, field in _URL_FIELDS.items() if name in params
+    }
+    if params.get("port", "").isdigit() and "," not in fields.get("host", ""):
+        fields["port"] = int(params.pop("port"))
+    return URL.create("postgresql+psycopg", **fields, query=params)
+
+
 def sqlite_file(url: URL) -> Path:
     """The absolute path of a SQLite store (a ``file:`` URI database included)."""
     return Path(unquote((url.database or "").removeprefix("file:"))).resolve()
@@ -68,7 +96,7 @@ def shown_store(url: URL) -> str:
     without user or password; a SQLite file by its absolute path (``sqlite:////srv/k.db``)."""
     if url.get_backend_name() == "sqlite":
         return f"sqlite:///{sqlite_file(url)}"
-    bare = without_password(url)._replace(drivername="postgresql", username=None)
+    bare = without_secrets(url)._replace(drivername="postgresql", username=None)
     return bare.render_as_string(hide_password=False)
 
 
@@ -107,7 +135,7 @@ class Store:
     @property
     def display_url(self) -> str:
         """The URL with no password: what GX's data source is configured with."""
-        return without_password(self.url).render_as_string(hide_password=False)
+        return without_secrets(self.url).render_as_string(hide_password=False)
 
     @property
     def shown(self) -> str:
@@ -217,6 +245,63 @@ def gx_facts(gx_engine: sa.Engine, family: str, compute: Callable[[sa.Connection
         return facts_for(store.engine, family, compute)
     finally:
         store.dispose()
+
+
+@dataclass(frozen=True)
+class DatabaseIdentity:
+    """What makes two URLs one database, asked of the file system or of the server, never
+    taken from how the URL is spelled (:func:`database_identity`)."""
+
+    #: SQLite: the file's device and inode. PostgreSQL: the port the server listens on and
+    #: the database's name.
+    place: tuple
+    #: PostgreSQL: the cluster's system identifier, where the role may read it.
+    system: str | None = None
+    #: PostgreSQL: when the server started (seconds since the epoch, to the microsecond).
+    started: str | None = None
+
+    def same_as(self, other: DatabaseIdentity) -> bool:
+        """One database: one place, on one cluster (by its system identifier when both
+        sessions may read it, else by the server's start time, which every role may read)."""
+        if self.place != other.place:
+            return False
+        if self.system is not None and other.system is not None:
+            return self.system == other.system
+        return self.started == other.started
+
+
+def database_identity(url: URL) -> DatabaseIdentity | None:
+    """The identity of the database ``url`` names; None when it cannot be told (no such file,
+    no answer). SQLite: a hard link or another path to the file is the same database.
+    PostgreSQL: ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` are one server. Only a
+    read-only session is opened, and it runs these reads alone."""
+    if url.get_backend_name() == "sqlite":
+        try:
+            found = sqlite_file(url).stat()
+        except OSError:
+            return None
+        return DatabaseIdentity(("sqlite", found.st_dev, found.st_ino))
+    import psycopg
+
+    try:
+        conn = _postgres_connector(url, read_only=True)()
+    except (psycopg.Error, sa.exc.ArgumentError):
+        return None
+    try:
+        port, name, started = conn.execute(
+            "SELECT current_setting('port'), current_database(), "
+            "extract(epoch FROM pg_postmaster_start_time())::text"
+        ).fetchone()
+        try:
+            cluster = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
+            system = cluster.fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege:  # revoked from PUBLIC on some servers
+            system = None
+        return DatabaseIdentity(("postgresql", port, name), system, started)
+    except psycopg.Error:
+        return None
+    finally:
+        conn.close()
 
 
 def require_writable(store: Store) -> None:

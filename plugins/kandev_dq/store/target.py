@@ -48,6 +48,26 @@ _PLAIN_POSTGRES_URL = re.compile(
 _USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^\n]*)@")
 #: A user name alone, no password: safe to show.
 _USER_ONLY = re.compile(r"[^:/@\s]*")
+#: The libpq connection parameters that are secrets: those libpq itself masks (``dispchar``
+#: ``*``: password, sslpassword, oauth_client_secret) and the SCRAM keys, which authenticate as
+#: the password does. A test holds this to the linked libpq's list.
+SECRET_PARAMETERS = (
+    "password",
+    "sslpassword",
+    "oauth_client_secret",
+    "scram_client_key",
+    "scram_server_key",
+)
+#: One secret setting in text: ``key=value`` as a URL query or a libpq connection string
+#: writes it (a value quoted libpq's way, or running to a space, ``&`` or ``#``).
+_SECRET_SETTING = re.compile(
+    rf"(?i)(?<![A-Za-z0-9_])(?P<key>{'|'.join(SECRET_PARAMETERS)})(?P<eq>\s*=\s*)"
+    r"(?P<value>'(?:[^'\\]|\\.)*'?|[^\s&#]*)"
+)
+#: A libpq ``key=value`` connection string (``host=db password=... dbname=kandev``): text
+#: that starts with a parameter name and ``=``, which libpq and psql read as one. It is never
+#: a SQLite path: name such a file ``./host=db``.
+_CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")
 
 
 def chosen_store(target: str | None) -> str:
@@ -66,9 +86,15 @@ def chosen_store(target: str | None) -> str:
     )
 
 
+def is_conninfo(target: str) -> bool:
+    """Whether ``target`` is a libpq ``key=value`` connection string (:data:`_CONNINFO`)."""
+    return "://" not in target and _CONNINFO.match(target) is not None
+
+
 def sqlite_path(target: str) -> Path | None:
-    """The absolute SQLite file a plain path names; None for a URL."""
-    if "://" in target:
+    """The absolute SQLite file a plain path names; None for a URL or a libpq connection
+    string."""
+    if "://" in target or is_conninfo(target):
         return None
     return Path(target).expanduser().resolve()
 
@@ -134,11 +160,13 @@ def connection_reason(
     """The one line saying why the driver's ``error`` stopped a store (``where``, its display
     form) from opening, with the password, if the driver quoted it, masked. ``journal`` is a
     SQLite store's rollback journal: the driver reports only the primary code (READONLY), so a
-    read-only open refused beside a non-empty journal is taken for the hot journal it is."""
+    read-only open refused beside a non-empty journal is taken for the hot journal it is, and
+    one refused for a WAL store's missing wal-index says so (:func:`_wal_index_uncreatable`)."""
     raw = str(error).strip().splitlines()
     detail = raw[0] if raw else type(error).__name__
     if password:
         detail = detail.replace(password, "***")
+    detail = _hide_settings(detail)
     lowered = " ".join(raw).lower()
     if "password authentication failed" in lowered or "authentication failed" in lowered:
         return f"cannot open {where}: authentication failed for user {username!r}"
@@ -147,6 +175,17 @@ def connection_reason(
     if "connection refused" in lowered or "could not connect" in lowered or "timeout" in lowered:
         return f"cannot reach {where}: the server is not accepting connections"
     code = getattr(error, "sqlite_errorname", "")
+    if (
+        code.startswith("SQLITE_READONLY")
+        and journal is not None
+        and _wal_index_uncreatable(Path(str(journal).removesuffix("-journal")))
+    ):
+        return (
+            f"cannot read {where}: it is in WAL mode with no -shm file, which SQLite must create "
+            "to read it, and its folder is read-only to this user; run the check while Kandev "
+            "has the store open (its writer creates the file), as a user who may write to the "
+            "folder, or on a copy (`sqlite3 FILE '.backup COPY'`)"
+        )
     if code == "SQLITE_READONLY_ROLLBACK" or (
         code == "SQLITE_READONLY" and journal is not None and _non_empty(journal)
     ):
@@ -167,6 +206,22 @@ def connection_reason(
     return f"cannot open {where}: {detail}"
 
 
+def _wal_index_uncreatable(file: Path) -> bool:
+    """A WAL-mode store (header bytes 18-19 are 2) without its ``-shm``, in a folder this user
+    may not write: a reader needs that wal-index, and SQLite cannot create it there. With the
+    side files present (a writer holds the store) SQLite reads it, and so does the check."""
+    try:
+        with file.open("rb") as opened:
+            header = opened.read(20)
+    except OSError:
+        return False
+    return (
+        header[18:20] == b"\x02\x02"
+        and not file.with_name(file.name + "-shm").exists()
+        and not os.access(file.parent, os.W_OK)
+    )
+
+
 def _non_empty(path: Path) -> bool:
     try:
         return path.stat().st_size > 0
@@ -175,25 +230,42 @@ def _non_empty(path: Path) -> bool:
 
 
 def redact(text: str) -> str:
-    """A URL (or any text holding one) without its password.
+    """A URL (or any text holding one, or a libpq connection string) without its secrets.
 
     Text that does not parse as one URL, or parses with an ``@`` left in its host, has
     everything between ``//`` and the last ``@`` of the line hidden, unless that is a bare
-    user name: a password with an unencoded ``@``, ``:``, ``/`` or space never shows.
+    user name: a password with an unencoded ``@``, ``:``, ``/`` or space never shows. Every
+    ``key=value`` naming a secret (:data:`SECRET_PARAMETERS`) shows as ``key=***``.
     """
-    if "@" not in text and "password" not in text:
-        # A URL carries a password only before an ``@`` or as a ``password=`` parameter: text
-        # with neither is returned as it is, without loading the SQL toolkit to parse it.
+    if "@" not in text and not _names_a_secret(text):
+        # A URL carries a secret only before an ``@`` or as a ``key=`` parameter: text with
+        # neither is returned as it is, without loading the SQL toolkit to parse it.
         return text
+    if is_conninfo(text):
+        return _hide_settings(text)
     from sqlalchemy.engine import make_url
 
     try:
         url = make_url(text)
     except Exception:  # noqa: BLE001 - not a parsable URL
-        return _USERINFO.sub(_hide_userinfo, text)
-    if (url.password or "password" in url.query) and "@" not in (url.host or ""):
-        return without_password(url).render_as_string(hide_password=False)
-    return _USERINFO.sub(_hide_userinfo, text)
+        return _hide_settings(_USERINFO.sub(_hide_userinfo, text))
+    secret_in_query = any(_is_secret(name) for name in url.query)
+    if (url.password or secret_in_query) and "@" not in (url.host or ""):
+        return without_secrets(url).render_as_string(hide_password=False)
+    return _hide_settings(_USERINFO.sub(_hide_userinfo, text))
+
+
+def _names_a_secret(text: str) -> bool:
+    lowered = text.lower()
+    return any(name in lowered for name in SECRET_PARAMETERS)
+
+
+def _is_secret(name: str) -> bool:
+    return name.lower() in SECRET_PARAMETERS
+
+
+def _hide_settings(text: str) -> str:
+    return _SECRET_SETTING.sub(lambda m: f"{m['key']}{m['eq']}***", text)
 
 
 def _hide_userinfo(match: re.Match) -> str:
@@ -202,7 +274,8 @@ def _hide_userinfo(match: re.Match) -> str:
     return f"{match['head']}***@"
 
 
-def without_password(url: URL) -> URL:
-    """The URL with its password removed, also a ``password=`` query parameter (libpq reads
-    one there). ``URL.set(password=None)`` cannot do this: it ignores None."""
-    return url._replace(password=None).difference_update_query(["password"])
+def without_secrets(url: URL) -> URL:
+    """The URL with its password removed, and every secret query parameter libpq reads
+    (:data:`SECRET_PARAMETERS`). ``URL.set(password=None)`` cannot do this: it ignores None."""
+    secrets = [name for name in url.query if _is_secret(name)]
+    return url._replace(password=None).difference_update_query(secrets)
