@@ -29,7 +29,9 @@ def _comparable(report: dict) -> dict:
     """A report without what belongs to its run (the baseline's time is when it was taken)."""
     kept = {key: value for key, value in report.items() if key not in PER_RUN}
     kept["results"] = [
-        r | ({"observed_value": "when taken"} if r["expectation"] == BASELINE else {})
+        r
+        | ({"observed_value": "when taken"} if r["expectation"] == BASELINE else {})
+        | {"failing_since": "this run" if r["new"] else r["failing_since"]}
         for r in report["results"]
     ]
     return kept

@@ -71,8 +71,11 @@ def test_json_output_in_a_fresh_process(target, project):
         "message",
         "suite",
         "query",  # the SELECT listing what a failed rule counted; null where it passed
+        "failing_since",  # a failed rule: since which run it fails on this store and checkpoint
+        "new",  # a failed rule that did not fail in the last run
     }
     assert all(r["query"] is None for r in report["results"] if r["success"])
+    assert all(r["failing_since"] is None for r in report["results"] if r["success"])
     assert all(r["severity"] in ("error", "warning", "info") for r in report["results"])
     assert all(r["rules"] for r in report["results"])
 

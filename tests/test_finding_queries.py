@@ -47,6 +47,7 @@ COUNT_NO_ROWS = {
     "expect_execution_since_only_on_amended_schema",
     "expect_execution_since_not_pending_self_heal",
     "expect_activation_keys_to_be_write_once",
+    "expect_write_once_baseline_to_predate_this_run",
     "expect_backfill_through_not_after_capture_since",
     "expect_new_keys_to_carry_subsecond_precision",
     "expect_legacy_keys_to_be_disclosed",

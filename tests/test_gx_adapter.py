@@ -149,7 +149,9 @@ def test_action_fires_follows_gx_should_notify():
 
     def failed_run(*severities):
         suites = {
-            n: SimpleNamespace(get_max_severity_failure=lambda s=s: s)
+            n: SimpleNamespace(
+                get_max_severity_failure=lambda s=s: s, results=[SimpleNamespace(success=False)]
+            )
             for n, s in enumerate(severities)
         }
         return SimpleNamespace(success=False, run_results=suites)
@@ -163,6 +165,12 @@ def test_action_fires_follows_gx_should_notify():
             slack = SlackNotificationAction(name="s", slack_webhook="http://x/", notify_on=on)
             fired = gx_adapter.action_fires(slack, failed_run(*severities))
             assert fired is (on in expected), (severities, on)
+    # The run's success is kandev-dq's verdict: a run whose only failure is a warning passed,
+    # and GX's severity rule still reports it to a warning action.
+    warned = failed_run(FailureSeverity.WARNING)
+    warned.success = True
+    slack = SlackNotificationAction(name="s", slack_webhook="http://x/", notify_on="warning")
+    assert gx_adapter.action_fires(slack, warned)
     # An action without notify_on (GX's API action) always sends.
     api = APINotificationAction(name="a", url="http://x/")
     assert gx_adapter.action_fires(api, failed_run(FailureSeverity.INFO))

@@ -533,7 +533,9 @@ def test_no_environment_or_gx_variable_holds_the_records_password(
     SEEN.clear()
     with fresh_pg_database("kdq_records") as records:
         with_password = records.set(password=password).render_as_string(hide_password=False)
-        report = run_check(project, sqlite_target.url, "nightly", records=with_password)
+        report = run_check(
+            project, sqlite_target.url, "nightly", records=with_password, allow_project_code=True
+        )
     assert report.results and len(SEEN) == 1, "the project's action ran during the check"
     assert [name for name, value in SEEN[0].items() if password in value] == []
     assert [name for name, value in os.environ.items() if password in value] == []
