@@ -156,6 +156,9 @@ async function read(frame) {
     }
     out.index_rows = d.querySelectorAll(
       'table.ge-index-page-validation-results-table tbody tr[data-index]').length;
+    out.index_status = [...d.querySelectorAll(  // each result's status icon, and its row
+      'table.ge-index-page-validation-results-table tbody tr[data-index]')].map(row => [
+        (row.cells[0].querySelector('i') || {}).className || '', row.innerText]);
   } catch (error) {
     out.error = String(error);
   }
@@ -454,6 +457,11 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     report = check(project, sqlite_target)
     assert report.success and report.state == "fully_activated"
     index, overview, activation = site_pages(report)
+    # The first run's one finding is the info-level baseline disclosure: a passing run.
+    assert first.success and {r.severity for r in first.results if not r.success} == {"info"}
+    first_activation = min(
+        index.parent.glob("validations/activation/*/*/*.html"), key=lambda p: p.parent.name
+    )
 
     # `kandev-dq docs` rebuilds the whole site from the stored results; the overview still
     # names the store and the raw keys (recorded from the run's snapshot, not re-read).
@@ -463,7 +471,15 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     assert built.stdout.strip() == str(index)
     assert_self_contained(index.parent)
 
-    seen = chromium.probe({"overview": overview, "index": index}, tmp_path)
+    seen = chromium.probe(
+        {"overview": overview, "index": index, "first_activation": first_activation}, tmp_path
+    )
+    # A suite's status follows the exit code's rule: an info finding is info, never a failure.
+    assert "Status: Succeeded with info findings" in words(seen["first_activation"])
+    statuses = seen["index"]["index_status"]
+    assert statuses and not any("fa-times" in icon for icon, _ in statuses), statuses
+    info = [row for icon, row in statuses if "kandev-status-info" in icon]
+    assert len(info) == 1 and "activation" in info[0], statuses
     page = seen["overview"]
     assert_styled(page)
     text = words(page)
