@@ -351,6 +351,32 @@ def test_prune_drops_old_results_never_the_ledger(sqlite_target, project, record
     assert done.returncode == 0 and "the key ledger is kept whole" in done.stdout
 
 
+def test_prune_has_a_dry_run_and_after_it_nothing_claims_a_run(sqlite_target, project, records):
+    """`records prune --dry-run` counts and drops nothing; the prune says what it dropped and
+    what remains; afterwards `history` says there are no runs and the overview claims no pass."""
+    _healthy(sqlite_target)
+    run_check(project, sqlite_target.url, "nightly", records=records)
+    prune = ("records", "prune", "--keep-days", "0", "--project", str(project))
+    dry = kandev_dq(*prune, "--records", records, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would drop 3 validation result(s) and 1 run record(s)" in dry.stdout
+    assert "0 result(s) and 0 run record(s) remain" in dry.stdout
+    with Records(records) as opened:
+        assert len(opened.result_keys()) == 3 and len(opened.run_records()) == 1
+    done = kandev_dq(*prune, "--records", records)
+    assert done.returncode == 0, done.stderr
+    assert "dropped 3 validation result(s) and 1 run record(s)" in done.stdout
+    with Records(records) as opened:
+        assert opened.result_keys() == [] and opened.run_records() == []
+    lines = render(history(project, sqlite_target.url, records=records))
+    assert any(line.startswith("write-once baseline taken") for line in lines)  # kept
+    assert "no recorded runs" in lines[-1], lines
+    built = build_docs(project, records=records)
+    overview = built.overview.read_text(encoding="utf-8")
+    assert "Every rule of the latest run passed" not in overview
+    assert "No run to report findings of yet." in overview
+
+
 def test_the_project_keeps_results_through_kandev_dq_backend(project):
     """GX replaces a results store whose class name is not ``ValidationResultsStore`` with an
     in-memory one, silently: the project's store must load as kandev-dq's, over the records."""

@@ -786,16 +786,25 @@ def records_prune(
     ],
     project: ProjectOption = None,
     records: RecordsOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Count what would be dropped; drop nothing.", show_default=False
+        ),
+    ] = False,
 ) -> None:
     """Drop validation results and run records older than N days; never a key ledger entry,
     a baseline or an accepted reset."""
     from kandev_dq.run.records import Records, records_url
 
     with Records(records_url(_project(project), records)) as opened:
-        pruned = opened.prune(keep_days)
+        pruned = opened.prune(keep_days, dry_run=dry_run)
+        verb = "would drop" if dry_run else "dropped"
         say(
-            f"pruned {opened.shown}: {pruned.results} validation result(s) and {pruned.runs} "
-            f"run record(s) from before {pruned.cutoff}; the key ledger is kept whole"
+            f"{'dry run on' if dry_run else 'pruned'} {opened.shown}: {verb} "
+            f"{pruned.results} validation result(s) and {pruned.runs} run record(s) from "
+            f"before {pruned.cutoff}; {pruned.kept_results} result(s) and {pruned.kept_runs} "
+            "run record(s) remain; the key ledger is kept whole"
         )
 
 

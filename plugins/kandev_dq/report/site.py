@@ -825,6 +825,9 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
         if not r.success
     ]
     flagged.sort(key=lambda item: (item[0], item[1].suite))
+    if latest is None:  # a claim needs a run behind it (after `records prune`, say)
+        blocks.append(_block("No run to report findings of yet.", classes=["text-muted"]))
+        return RenderedSectionContent(content_blocks=blocks, section_name=name)
     if not flagged:
         blocks.append(_block("Every rule of the latest run passed.", classes=["text-success"]))
         return RenderedSectionContent(content_blocks=blocks, section_name=name)
