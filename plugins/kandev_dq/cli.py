@@ -448,7 +448,7 @@ def explain(
         )
     )
     if found.query is None:
-        say("this rule counts no rows (it judges keys, the schema or a state): no query")
+        say(one_line(f"{found.no_query}: no query"))
         return
     say("query:")
     say(found.query)
@@ -480,7 +480,7 @@ def _write_csv(found) -> None:
     from kandev_dq.text import csv_cell
 
     if found.query is None:
-        raise KandevDqError(f"{found.expectation} counts no rows: nothing to write as CSV")
+        raise KandevDqError(f"{found.expectation}: {found.no_query}: nothing to write as CSV")
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(found.columns)
     for row in found.rows:
