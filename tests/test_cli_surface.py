@@ -128,3 +128,19 @@ def test_scenarios_list_off_a_terminal_prints_no_markdown():
     assert done.returncode == 0, done.stderr
     assert "known gap" in done.stdout
     assert "**" not in done.stdout
+
+
+def test_scenarios_build_reports_the_command_s_duration(tmp_path):
+    """The figure `scenarios build` prints is the command's whole duration (loading included),
+    and the part spent writing the store is named as such."""
+    import re
+    import time
+
+    started = time.perf_counter()
+    done = kandev_dq("scenarios", "build", "fresh_install", "--store", str(tmp_path / "s.db"))
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    found = re.search(r" in ([0-9.]+) s \(([0-9.]+) s of it writing the store\)", done.stdout)
+    assert found, done.stdout
+    total, writing = float(found.group(1)), float(found.group(2))
+    assert writing <= total <= wall and total >= 0.5 * wall, (total, writing, wall)
