@@ -425,8 +425,15 @@ def test_failing_run_docs_are_complete_and_styled_offline(target, project, tmp_p
     block = next(r for r in rows(page) if len(r) == 3 and r[1].startswith(sentence))
     assert finding in block[1] and block[2] == "2"  # the rule's cell, its observed value
     offending = next(t for t in page["tables"] if t and t[0][-1] == "tool_call_id")
-    assert offending[0] == ["id", "observed_at", "task_session_id", "tool_call_id"]
-    assert sorted(row[3] for row in offending[1:]) == sorted([MARKUP_ID, "toolu_old2"])
+    # Each stored timestamp as the store holds it, its exact instant beside it (AC-24e).
+    assert offending[0] == [
+        "id",
+        "observed_at",
+        "observed_at_utc",
+        "task_session_id",
+        "tool_call_id",
+    ]
+    assert sorted(row[4] for row in offending[1:]) == sorted([MARKUP_ID, "toolu_old2"])
 
     # The index: the overview summary on top, the results table built by bootstrap-table.
     page = seen["index"]

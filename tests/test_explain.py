@@ -65,6 +65,34 @@ def test_csv_writes_every_listed_row_and_the_table_counts_them(target):
     assert len({row["id"] for row in rows}) == total
 
 
+def test_stored_timestamps_show_as_stored_beside_their_instant(target):
+    """AC-24e: explain --run, --format csv and a rule's sample show each timestamp as the store
+    holds it (SQLite's text, PostgreSQL's text of its value), its exact instant beside it."""
+    import sqlalchemy as sa
+
+    from kandev_dq.facts.rows import row_facts
+
+    url = _built("orphan_rows", target)
+    rule = "expect_no_orphan_subagent_rows"
+    with target.engine.connect() as conn:
+        stored = dict(
+            conn.execute(
+                sa.text("SELECT id, CAST(observed_at AS TEXT) FROM task_session_subagents")
+            ).all()
+        )
+        sample = row_facts(conn)["rules"]["orphans"]["sample"]
+    listed = list(
+        csv.DictReader(io.StringIO(_explain(rule, "--store", url, "--format", "csv").stdout))
+    )
+    table = _explain(rule, "--store", url, "--run").stdout
+    assert listed and sample
+    for row in [*listed, *sample]:
+        assert row["observed_at"] == stored[row["id"]], row
+        assert row["observed_at_utc"].endswith("Z") and row["observed_at_utc"] != row["observed_at"]
+    for row in listed:  # the table (not a terminal: tab-separated) shows the same pair
+        assert f"\t{row['observed_at']}\t{row['observed_at_utc']}\t" in table, row
+
+
 def test_a_rule_without_rows_says_so_and_csv_refuses_it(sqlite_target):
     url = _built("healthy_baseline", sqlite_target)
     said = _explain("expect_three_column_unique_key", "--store", url, "--run")
