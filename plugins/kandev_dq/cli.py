@@ -115,23 +115,43 @@ def _options(
     """Options that apply before any command."""
 
 
-#: Whether the running command reports a run that could not start as JSON on stdout.
-_json_errors = {"on": False}
+#: The document the running command writes on stdout for a run that could not start:
+#: "json" (the error object) or "junit" (one testcase in error); None: the stderr line only.
+_error_document: dict[str, str | None] = {"as": None}
 
 
-def _errors_as_json(on: bool) -> None:
-    _json_errors["on"] = on
+def _errors_as(output: str) -> None:
+    _error_document["as"] = output if output in ("json", "junit") else None
+
+
+def _format_asked(args: list[str]) -> str:
+    """The ``--format`` value on the command line, read before it is parsed: a usage error
+    (``--fail-on bogus``) stops the parse before any command sets its error document."""
+    for i, arg in enumerate(args):
+        if arg == "--format" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--format="):
+            return arg.partition("=")[2]
+    return ""
 
 
 def _could_not_run(message: str, exit_code: int) -> None:
-    """The one-line error on stderr, no password in it; with ``--format json``, also the JSON
-    object on stdout (a pipeline parsing stdout gets a document, never an empty string)."""
+    """The one-line error on stderr, no password in it; with ``--format json`` or ``junit``,
+    also that document on stdout (a pipeline parsing stdout gets a document, never 0 bytes)."""
     from kandev_dq.store.target import redact
 
     message = one_line(redact(message))
     err.print(f"kandev-dq: error: {message}", markup=False)
-    if _json_errors["on"]:
+    _error_doc(message, exit_code)
+
+
+def _error_doc(message: str, exit_code: int) -> None:
+    if _error_document["as"] == "json":
         print(json.dumps({"error": message, "exit_code": exit_code}))
+    elif _error_document["as"] == "junit":
+        from kandev_dq.report.junit import could_not_run_xml
+
+        sys.stdout.write(could_not_run_xml(message))
 
 
 def say(text: object) -> None:
@@ -254,7 +274,7 @@ def migrate(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
-    _errors_as_json(output is Format.json)
+    _errors_as(output)
     from kandev_dq.run.inputs import refuse_unusable_store
 
     refuse_unusable_store(store)
@@ -291,7 +311,7 @@ def check(
     records: RecordsOption = None,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
-    _errors_as_json(output is CheckFormat.json)
+    _errors_as(output)
     folder = _checked_inputs(project, store, checkpoint)
     with _loading_gx():
         from kandev_dq.run.check import run_check, verdict_line
@@ -386,7 +406,7 @@ def history(
 ) -> None:
     """Past runs of a store, newest first, from the records database: when each rule started
     failing, when the write-once baseline was taken, and every accepted key reset."""
-    _errors_as_json(output is Format.json)
+    _errors_as(output)
     folder = _project(project)
     with _loading_gx():
         from kandev_dq.report.history import history as past_runs
@@ -749,7 +769,7 @@ def ledger_show(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """A store's write-once baseline, first key values and accepted resets."""
-    _errors_as_json(output is Format.json)
+    _errors_as(output)
     from dataclasses import asdict
 
     from kandev_dq.run.ledger_commands import ledger_view, render_ledger
@@ -817,8 +837,16 @@ def records_prune(
 
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
+    _errors_as(_format_asked(sys.argv[1:]))
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # a usage error: click's own words, then the document
+        exc.show()  # type: ignore[attr-defined] - every TyperException raised here is click's
+        _error_doc(one_line(exc.format_message()), exc.exit_code)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("Aborted!", markup=False)
+        sys.exit(1)
     except KandevDqError as exc:
         _could_not_run(str(exc), int(exc.exit_code))
         sys.exit(int(exc.exit_code))
@@ -834,3 +862,4 @@ def main() -> None:
             int(ExitCode.COULD_NOT_RUN),
         )
         sys.exit(int(ExitCode.COULD_NOT_RUN))
+    sys.exit(code or 0)
