@@ -20,7 +20,7 @@ CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
     "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
-    *("records", "baseline_taken_at"),
+    *("records", "baseline_taken_at", "suite_seconds"),
 }
 
 
@@ -181,6 +181,8 @@ def test_junit_output_read_by_a_junit_consumer(target, project, tmp_path):
     suites = {suite.name: suite for suite in xml}
     assert list(suites) == ["activation", "writer_health", "rows", "schema", "backfill"]
     assert sum(suite.tests for suite in xml) == len(RULE_INDEX)  # pre_release runs every suite
+    # Each suite's real duration, within the run's.
+    assert all(suite.time > 0 for suite in xml) and sum(s.time for s in xml) <= xml.time + 0.01
     paired = next(
         c for c in suites["activation"] if c.name == "expect_activation_keys_to_be_paired"
     )

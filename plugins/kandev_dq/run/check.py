@@ -52,6 +52,8 @@ class CheckReport:
     run_name: str = ""
     run_time: str = ""  #: RFC 3339, UTC (``Z``)
     duration_s: float = 0.0
+    #: Each suite's own duration in the run (JUnit's per-suite ``time``).
+    suite_seconds: dict[str, float] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
 
     def failures(self, severity: str) -> list[RuleResult]:
@@ -138,6 +140,7 @@ def _run_with_records(
             record_run(
                 records, run_id, checkpoint, identity, store.shown, store.dialect, keys, amended
             )
+            suite_seconds: dict[str, float] = {}
             outcome = runs.run_checkpoint(
                 context,
                 checkpoint,
@@ -147,6 +150,7 @@ def _run_with_records(
                     KEY_LEDGER: expected,
                     WRITE_ONCE_BASELINE: baseline.parameter(),
                 },
+                suite_seconds=suite_seconds,
             )
         runs.notify(context, outcome, identity)
         report = CheckReport(
@@ -164,6 +168,7 @@ def _run_with_records(
             ],
             records=records.shown,
             baseline_taken_at=baseline.taken_at,
+            suite_seconds=suite_seconds,
         )
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
