@@ -273,9 +273,11 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     store = _healthy(sqlite_target)
     run_check(project, sqlite_target.url, "nightly", records=records)
     store.set_key(CAPTURE_SINCE, REWRITTEN)
-    assert not result(
-        run_check(project, sqlite_target.url, "nightly", records=records), WRITE_ONCE
-    ).success
+    failed = result(run_check(project, sqlite_target.url, "nightly", records=records), WRITE_ONCE)
+    assert not failed.success
+    shown = f"sqlite:///{Path(sqlite_target.url).resolve()}"  # as every command names it
+    # The way out names this store and this key, never placeholders.
+    assert f"ledger accept --store '{shown}' --key {CAPTURE_SINCE} --reason" in failed.message
 
     with pytest.raises(KandevDqError, match="--reason"):
         accept_key(project, sqlite_target.url, CAPTURE_SINCE, "  ", records)

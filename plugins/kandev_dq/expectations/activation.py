@@ -3,6 +3,9 @@ sentinel and microsecond boundary, plus the AC-25 disclosure a consumer needs.""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -35,8 +38,28 @@ _ONE_SECOND = timedelta(seconds=1)
 #: The rule disclosing a write-once record that begins with this run: a fact of the records
 #: database, not of the store (its type, as GX derives it from the class name).
 BASELINE_DISCLOSURE = "expect_write_once_baseline_to_predate_this_run"
-#: How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup).
-ACCEPT_COMMAND = "kandev-dq ledger accept --store STORE --key KEY --reason TEXT"
+
+
+#: The store the running check reads, as ``--store`` takes it: the write-once remedy names it
+#: (a checkpoint run through GX directly, which names no store, gets a placeholder).
+SHOWN_STORE: ContextVar[str] = ContextVar("kandev_dq_shown_store", default="STORE")
+
+
+@contextmanager
+def naming_store(shown: str) -> Iterator[None]:
+    token = SHOWN_STORE.set(shown)
+    try:
+        yield
+    finally:
+        SHOWN_STORE.reset(token)
+
+
+def accept_command(key: str) -> str:
+    """How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup):
+    the command accepting ``key``'s new value on this store, its reason left to fill in."""
+    return f"kandev-dq ledger accept --store '{SHOWN_STORE.get()}' --key {key} --reason TEXT"
+
+
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
@@ -92,7 +115,8 @@ class ExpectActivationKeysToBeWriteOnce(_ActivationExpectation):
             observed_value=len(changed),
             message=(
                 f"key rewritten or deleted: {said}; if this was a legitimate reset (a restored "
-                f"backup), record it with `{ACCEPT_COMMAND}`"
+                "backup), record it with "
+                + ", ".join(f"`{accept_command(c['key'])}`" for c in changed)
             ),
             unexpected_count=len(changed),
             sample=changed,

@@ -16,7 +16,7 @@ from typing import Any
 
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
-from kandev_dq.expectations.activation import KEY_LEDGER, WRITE_ONCE_BASELINE
+from kandev_dq.expectations.activation import KEY_LEDGER, WRITE_ONCE_BASELINE, naming_store
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.ledger import store_identity
@@ -127,6 +127,7 @@ def _run_with_records(
         with (
             gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,
             pinned(store.engine, reader=gx_engine) as run,
+            naming_store(store.shown),
         ):
             keys = read_keys(run.connection)
             server = server_version(run.connection)

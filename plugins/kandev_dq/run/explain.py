@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.errors import KandevDqError
+from kandev_dq.expectations.activation import naming_store
 from kandev_dq.expectations.base import FACTS_FAMILIES, Finding, KandevExpectation
 from kandev_dq.run.project import SUITES
 from kandev_dq.sql.messages import sample_of
@@ -113,7 +114,7 @@ def explain(
     from kandev_dq.expectations.base import severity_word
 
     rule = rule_named(name)
-    with snapshot_of(target) as (store, read):
+    with snapshot_of(target) as (store, read), naming_store(store.shown):
         found = finding_in(read, store.engine, rule)
         severity = getattr(rule.expectation.severity, "value", rule.expectation.severity)
         explained = Explanation(
