@@ -144,3 +144,20 @@ def test_scenarios_build_reports_the_command_s_duration(tmp_path):
     assert found, done.stdout
     total, writing = float(found.group(1)), float(found.group(2))
     assert writing <= total <= wall and total >= 0.5 * wall, (total, writing, wall)
+    # The store named as every command names it (shown_store), not as it was typed.
+    assert f"into sqlite:///{(tmp_path / 's.db').resolve()} in " in done.stdout
+
+
+def test_between_runs_asks_for_the_store_build_made():
+    shown = CliRunner().invoke(cli.app, ["scenarios", "between-runs", "--help"])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "an empty one" not in text and "`kandev-dq scenarios build` made" in text
+
+
+def test_scenarios_build_names_a_postgres_store_without_its_user(pg_target):
+    done = CliRunner().invoke(
+        cli.app, ["scenarios", "build", "fresh_install", "--store", pg_target.url]
+    )
+    assert done.exit_code == 0, done.output
+    assert "into postgresql://" in done.stdout and "@" not in done.stdout, done.stdout

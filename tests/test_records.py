@@ -287,6 +287,7 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     )
     assert done.returncode == 0, done.stderr
     assert f"accepted {CAPTURE_SINCE} = {REWRITTEN!r} (was {CAPTURE!r})" in done.stdout
+    assert f" for {shown}, by " in done.stdout and "already expected" not in done.stdout
 
     after = run_check(project, sqlite_target.url, "nightly", records=records)
     assert result(after, WRITE_ONCE).success
@@ -300,6 +301,12 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     )
     assert accept.reason == "restored <b>backup</b>" and accept.accepted_by
     assert any("restored <b>backup</b>" in line for line in render(past))
+    again = kandev_dq(
+        *("ledger", "accept", "--store", sqlite_target.url, "--project", str(project)),
+        *("--records", records, "--key", CAPTURE_SINCE, "--reason", "once more"),
+    )
+    assert again.returncode == 0, again.stderr
+    assert "(the value it already expected: nothing changes)" in again.stdout
     shown = kandev_dq(
         *("ledger", "show", "--store", sqlite_target.url, "--project", str(project)),
         *("--records", records),

@@ -685,36 +685,51 @@ def scenarios_list() -> None:
 def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
     """Build one scenario into an empty store; refuses a store that holds Kandev tables."""
     from kandev_dq.lab import scenarios
-    from kandev_dq.store.access import redact
 
     scenario = scenarios.get(name)
     writing = scenarios.materialise(name, store)
     took = time.perf_counter() - _STARTED
     checked = scenario.check_url(store) if scenario.check_url else store
     for line in (
-        f"built {name} into {redact(store)} in {took:.2f} s ({writing:.2f} s of it writing "
+        f"built {name} into {_shown(store)} in {took:.2f} s ({writing:.2f} s of it writing "
         f"the store): {scenario.summary}",
         f"expected: {scenario.expected}",
-        f"check it: kandev-dq check --checkpoint pre_release --store '{redact(checked)}'",
+        f"check it: kandev-dq check --checkpoint pre_release --store '{_shown(checked)}'",
     ):
         say(one_line(line))
     if scenario.between_runs is not None:
         say(
             one_line(
-                f"then: kandev-dq scenarios between-runs {name} --store '{redact(store)}', "
+                f"then: kandev-dq scenarios between-runs {name} --store '{_shown(store)}', "
                 "and check again (the second run is the one that fails)"
             )
         )
 
 
+def _shown(store: str) -> str:
+    """A store as every command names it (:func:`kandev_dq.store.access.shown_store`)."""
+    from kandev_dq.store.access import resolve_url, shown_store
+
+    return shown_store(resolve_url(store))
+
+
 @scenarios_app.command("between-runs")
-def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
+def scenarios_between_runs(
+    name: ScenarioName,
+    store: Annotated[
+        str,
+        typer.Option(
+            "--store",
+            help="The store `kandev-dq scenarios build` made for this scenario (SQLite file "
+            "path or PostgreSQL URL), checked once since.",
+        ),
+    ],
+) -> None:
     """Apply a two-run scenario's mutation to its store, between its two checks."""
     from kandev_dq.lab import scenarios
-    from kandev_dq.store.access import redact
 
     scenarios.apply_between_runs(name, store)
-    say(one_line(f"applied the between-runs mutation of {name} to {redact(store)}"))
+    say(one_line(f"applied the between-runs mutation of {name} to {_shown(store)}"))
 
 
 @scenarios_app.command("matrix")
@@ -795,13 +810,15 @@ def ledger_accept(
     """Accept a key's current value after a legitimate reset (recorded with time, user and
     reason; the next check compares with it). Reads the store, never writes it."""
     from kandev_dq.run.ledger_commands import accept_key
+    from kandev_dq.store.access import chosen_store
 
     accept = accept_key(_project(project), store, key, reason, records)
+    same = " (the value it already expected: nothing changes)" if accept.unchanged else ""
     say(
         one_line(
             f"accepted {accept.key_name} = {accept.accepted_value!r} (was "
-            f"{accept.replaced_value!r}) for {accept.store_identity}, by {accept.accepted_by} at "
-            f"{accept.accepted_at}: {accept.reason}"
+            f"{accept.replaced_value!r}){same} for {_shown(chosen_store(store))}, by "
+            f"{accept.accepted_by} at {accept.accepted_at}: {accept.reason}"
         )
     )
 

@@ -573,6 +573,11 @@ class Accept:
     accepted_by: str
     reason: str
 
+    @property
+    def unchanged(self) -> bool:
+        """Whether the accepted value is the one already expected (the accept changes nothing)."""
+        return self.accepted_value == self.replaced_value
+
 
 @dataclass
 class LedgerEntry:
