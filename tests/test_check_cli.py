@@ -190,3 +190,21 @@ def test_junit_output_read_by_a_junit_consumer(target, project, tmp_path):
     assert failure.type == "error" and failure.message
     props = [(p.get("name"), p.get("value")) for p in paired._elem.iter("property")]
     assert ("ac", "AC-24d") in props and ("severity", "error") in props
+
+
+def test_the_verdict_line_says_which_run_it_is():
+    from kandev_dq.run.check import CheckReport, verdict_line
+
+    report = CheckReport(
+        store="sqlite:////srv/kandev.db",
+        dialect="sqlite",
+        checkpoint="nightly",
+        success=True,
+        state="fully_activated",
+        keys={},
+        run_name="nightly@sqlite-srv-kandev-db",
+        run_time="2026-11-30T19:04:36.042122Z",
+    )
+    line = verdict_line(report)
+    assert line.startswith("PASSED: checkpoint nightly run nightly@sqlite-srv-kandev-db at ")
+    assert "at 2026-11-30T19:04:36.042122Z on sqlite:////srv/kandev.db (sqlite)" in line

@@ -225,8 +225,10 @@ def gx_version() -> str:
 def verdict_line(report: CheckReport) -> str:
     errors, warnings = len(report.failures("error")), len(report.failures("warning"))
     word = "PASSED" if report.success else "FAILED"
+    # The run's name and time: a log appending nightly runs reads which verdict is which.
     return (
-        f"{word}: checkpoint {report.checkpoint} on {report.store} ({report.dialect}), "
+        f"{word}: checkpoint {report.checkpoint} run {report.run_name} at {report.run_time} "
+        f"on {report.store} ({report.dialect}), "
         f"state {report.state}; {errors} error(s), {warnings} warning(s) "
         f"of {len(report.results)} rules"
     )
