@@ -161,3 +161,26 @@ def test_scenarios_build_names_a_postgres_store_without_its_user(pg_target):
     )
     assert done.exit_code == 0, done.output
     assert "into postgresql://" in done.stdout and "@" not in done.stdout, done.stdout
+
+
+def test_shell_completion_installs_and_completes(tmp_path):
+    """typer's completion: `--install-completion bash` writes the script, and the script's
+    callback completes a command name."""
+    runner = CliRunner()
+    done = runner.invoke(
+        cli.app,
+        ["--install-completion", "bash"],
+        prog_name="kandev-dq",
+        env={"HOME": str(tmp_path)},
+    )
+    assert done.exit_code == 0, done.output
+    assert "_KANDEV_DQ_COMPLETE" in "".join(
+        p.read_text() for p in tmp_path.rglob("*") if p.is_file()
+    )
+    env = {
+        "_KANDEV_DQ_COMPLETE": "complete_bash",
+        "COMP_WORDS": "kandev-dq scen",
+        "COMP_CWORD": "1",
+    }
+    completed = runner.invoke(cli.app, [], prog_name="kandev-dq", env=env)
+    assert completed.stdout.split() == ["scenarios"], completed.output

@@ -34,7 +34,7 @@ from kandev_dq.text import one_line, printable
 _STARTED = time.perf_counter()
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     # Click's own help layout: flags show no ``<bool>`` after them, and help needs no rich.
