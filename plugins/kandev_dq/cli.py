@@ -23,6 +23,7 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -337,16 +338,29 @@ def check(
     raise typer.Exit(int(report.exit_code(fail_on.value)))
 
 
+#: Columns a finding needs beside the rule name for the table layout of `check`'s report.
+FINDING_MIN_WIDTH = 60
+
+
 def _print_report(report, headline: str) -> None:
     flagged = [r for r in report.results if not r.success and r.severity != "info"]
-    if flagged and out.is_terminal:
+    # A rule name is what a reader copies into `explain`: never split. A terminal too narrow
+    # for it beside a readable finding gets one block per rule, the finding wrapped below.
+    longest = max((len(r.expectation) for r in flagged), default=0)
+    if flagged and out.is_terminal and out.width >= longest + FINDING_MIN_WIDTH:
         table = Table("severity", "rule", "AC", "finding")
         for column in table.columns:
             column.overflow = "fold"
+        table.columns[1].no_wrap = True
+        table.columns[1].min_width = longest
         for r in flagged:  # Text cells: a finding quoting a store value is never rich markup
             cells = (r.severity, r.expectation, ", ".join(r.rules), r.message)
             table.add_row(*(Text(one_line(cell)) for cell in cells))
         out.print(table)
+    elif flagged and out.is_terminal:
+        for r in flagged:
+            out.print(Text(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}]")))
+            out.print(Padding(Text(one_line(r.message)), (0, 0, 0, 9)), soft_wrap=False)
     else:  # plain lines for logs, cron mail and pipes
         for r in flagged:
             say(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {r.message}"))
