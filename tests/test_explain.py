@@ -139,3 +139,24 @@ def test_csv_cells_cannot_run_as_formulas_or_drive_a_terminal():
     assert csv_cell("@SUM(A1)") == "'@SUM(A1)"
     assert csv_cell("a\x1b[2Jb") == "a\\x1b[2Jb"
     assert csv_cell(-3) == -3 and csv_cell(None) is None
+
+
+def test_without_a_store_explain_describes_the_rule(tmp_path):
+    """No --store, no $KANDEV_STORE_URL, no default store: the rule's AC ids, severity, suite,
+    sentence and what it reads; the store is needed only for the query and --run."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"} | {"HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", "from kandev_dq.cli import main; main()", "explain"]
+        + ["expect_no_orphan_subagent_rows"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "expect_no_orphan_subagent_rows [AC-16] error, suite rows"
+    assert lines[1] == rules()["expect_no_orphan_subagent_rows"].expectation.rule_text
+    assert lines[2].startswith("reads task_session_subagents") and "--store" in lines[2]

@@ -464,10 +464,18 @@ def explain(
         typer.Option("--format", help="csv: run the query and write every row to stdout."),
     ] = ExplainFormat.text,
 ) -> None:
-    """A rule's AC ids, its sentence and the SELECT listing every item it counts."""
+    """A rule's AC ids, its sentence and the SELECT listing every item it counts (no store
+    given or found: the rule alone; the query needs a store's dialect and schema)."""
     from kandev_dq.run import inputs
+    from kandev_dq.store.target import chosen_store
 
     inputs.expectation_name(expectation)  # vetted without GX, as the store is
+    if not run and output is ExplainFormat.text:
+        try:
+            chosen_store(store)
+        except KandevDqError:
+            _describe_rule(expectation)
+            return
     inputs.kandev_store(store)
     with _loading_gx():
         from kandev_dq.run.explain import SHOWN_ROWS
@@ -507,6 +515,29 @@ def explain(
             print("\t".join(one_line(_cell(row.get(c))) for c in found.columns))
     more = f", the first {len(shown)} shown" if found.total > len(shown) else ""
     say(f"{found.total} row(s){more}")
+
+
+def _describe_rule(expectation: str) -> None:
+    """A rule without a store: its AC ids, severity, suites, sentence and what it reads."""
+    from kandev_dq.contract.rule_index import RULE_INDEX, SUITE_TABLES
+
+    with _loading_gx():
+        from kandev_dq.run.explain import rule_named
+
+    rule = rule_named(expectation)
+    indexed = [r for r in RULE_INDEX if r.expectation == expectation]
+    suites = ", ".join(r.suite for r in indexed)
+    ac = ", ".join(indexed[0].rules) if indexed else ", ".join(type(rule.expectation).rules)
+    severity = indexed[0].severity if indexed else ""
+    say(f"{expectation} [{ac}] {severity}, suite {suites or rule.suite}")
+    say(type(rule.expectation).rule_text)
+    tables = ", ".join(SUITE_TABLES.get(rule.suite, ()))
+    say(
+        one_line(
+            f"reads {tables}; its query is compiled for a store's dialect and schema: pass "
+            "--store to see it, and --run to list its rows"
+        )
+    )
 
 
 def _cell(value: object) -> str:
