@@ -90,21 +90,24 @@ class Chromium:
             f'style="width:{WIDTH}px;height:{HEIGHT}px;border:0"></iframe>'
             for name, path in pages.items()
         )
-        probe = work / "probe.html"
-        probe.write_text(PROBE.replace("<!--FRAMES-->", frames), encoding="utf-8")
+        report = self.report(PROBE.replace("<!--FRAMES-->", frames), work / "probe.html")
+        assert set(report) == set(pages), report
+        for name, page in report.items():
+            assert "error" not in page, f"{name}: {page['error']}"
+        return report
+
+    def report(self, probe_page: str, path: Path) -> dict:
+        """What a probe page (its frames filled in) wrote into its ``<pre id="probe">``."""
+        path.write_text(probe_page, encoding="utf-8")
         dom = self.run(
-            probe.as_uri(),
+            path.as_uri(),
             "--allow-file-access-from-files",
             "--virtual-time-budget=15000",
             "--dump-dom",
         ).stdout
         found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
         assert found, f"probe did not report: {dom[-1000:]}"
-        report = json.loads(html.unescape(found.group(1)))
-        assert set(report) == set(pages), report
-        for name, page in report.items():
-            assert "error" not in page, f"{name}: {page['error']}"
-        return report
+        return json.loads(html.unescape(found.group(1)))
 
 
 PROBE = """<!DOCTYPE html>
@@ -541,7 +544,11 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     assert "execution_since (subagent_context_execution_since) absent absent" in text
 
 
-BREADCRUMB_PROBE = """<!DOCTYPE html>
+def frames_probe(read_frame: str) -> str:
+    """A probe page whose script reports, under each iframe's id, what ``read_frame`` (a script
+    body given the frame's document ``d`` and window ``w``) returns."""
+    return (
+        """<!DOCTYPE html>
 <html><body>
 <!--FRAMES-->
 <pre id="probe">pending</pre>
@@ -550,23 +557,32 @@ window.addEventListener('load', () => {
   const report = {};
   for (const frame of document.querySelectorAll('iframe')) {
     const d = frame.contentDocument, w = frame.contentWindow;
-    const crumbs = d.querySelector('.ge-breadcrumbs');
-    const home = crumbs.querySelector('a');
-    const nav = d.querySelector('nav.navbar');
-    const box = r => [r.left, r.top, r.width, r.height];
-    report[frame.id] = {
-      crumbs: box(crumbs.getBoundingClientRect()),
-      home: box(home.getBoundingClientRect()),
-      nav: box(nav.getBoundingClientRect()),
-      line: parseFloat(w.getComputedStyle(home).lineHeight),
-      title: crumbs.getAttribute('title'),
-    };
+    report[frame.id] = (() => {
+"""
+        + read_frame
+        + """
+    })();
   }
   document.getElementById('probe').textContent = JSON.stringify(report);
 });
 </script>
 </body></html>
 """
+    )
+
+
+BREADCRUMB_PROBE = frames_probe("""
+    const crumbs = d.querySelector('.ge-breadcrumbs');
+    const home = crumbs.querySelector('a');
+    const nav = d.querySelector('nav.navbar');
+    const box = r => [r.left, r.top, r.width, r.height];
+    return {
+      crumbs: box(crumbs.getBoundingClientRect()),
+      home: box(home.getBoundingClientRect()),
+      nav: box(nav.getBoundingClientRect()),
+      line: parseFloat(w.getComputedStyle(home).lineHeight),
+      title: crumbs.getAttribute('title'),
+    };""")
 
 
 def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, tmp_path, chromium):
@@ -578,17 +594,9 @@ def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, 
         "</iframe>"
         for w in widths
     )
-    probe = tmp_path / "breadcrumb.html"
-    probe.write_text(BREADCRUMB_PROBE.replace("<!--FRAMES-->", frames), encoding="utf-8")
-    dom = chromium.run(
-        probe.as_uri(),
-        "--allow-file-access-from-files",
-        "--virtual-time-budget=15000",
-        "--dump-dom",
-    ).stdout
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert found, dom[-1000:]
-    seen = json.loads(html.unescape(found.group(1)))
+    seen = chromium.report(
+        BREADCRUMB_PROBE.replace("<!--FRAMES-->", frames), tmp_path / "breadcrumb.html"
+    )
     for width in widths:
         page = seen[f"w{width}"]
         _, top, _, height = page["crumbs"]
@@ -601,6 +609,36 @@ def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, 
         chromium.run(activation.as_uri(), f"--window-size={width},300", f"--screenshot={png}")
         assert png.is_file()
         keep(png, png.name)
+
+
+LAYOUT_PROBE = frames_probe("""
+    for (const open of d.querySelectorAll('details')) open.open = true;  // the SQL shown
+    return {
+      queries: d.querySelectorAll('.kandev-query-text').length,
+      wide: [...d.querySelectorAll('.table-responsive')]
+        .filter(box => box.scrollWidth > box.clientWidth + 1)
+        .map(box => [box.scrollWidth, box.clientWidth]),
+      page: [d.documentElement.scrollWidth, d.documentElement.clientWidth],
+    };""")
+
+
+def test_validation_tables_fit_at_1024_and_1400_px(sqlite_target, project, tmp_path, chromium):
+    """A failing run's validation pages, their SQL open: no results table scrolls sideways (its
+    "Observed Value" column stays in sight); the SQL and the offending rows fit in their cell."""
+    _failing_store(sqlite_target)
+    site = Path(check(project, sqlite_target).docs_index).parent
+    pages = sorted(site.glob("validations/*/*/*/*.html"))
+    frames = "\n".join(
+        f'<iframe id="w{w}-{i}" src="{page.as_uri()}" style="width:{w}px;height:900px;border:0">'
+        "</iframe>"
+        for w in (1024, 1400)
+        for i, page in enumerate(pages)
+    )
+    seen = chromium.report(LAYOUT_PROBE.replace("<!--FRAMES-->", frames), tmp_path / "layout.html")
+    assert sum(page["queries"] for page in seen.values()) >= 2  # the SQL blocks were measured
+    for frame, page in seen.items():
+        assert page["wide"] == [], (frame, pages[int(frame.split("-")[1])].parent.parent, page)
+        assert page["page"][0] <= page["page"][1], (frame, page)
 
 
 def test_suite_pages_name_the_tables_they_judge(sqlite_target, project):
