@@ -184,3 +184,13 @@ def test_shell_completion_installs_and_completes(tmp_path):
     }
     completed = runner.invoke(cli.app, [], prog_name="kandev-dq", env=env)
     assert completed.stdout.split() == ["scenarios"], completed.output
+
+
+@pytest.mark.parametrize("group", [[], ["scenarios"], ["ledger"], ["records"]], ids=str)
+def test_command_lists_never_cut_a_description_at_80_columns(group):
+    shown = CliRunner().invoke(cli.app, [*group, "--help"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), shown.output
+    cut = [line for line in lines if line.endswith("...") and not line.startswith("Usage:")]
+    assert cut == [], shown.output

@@ -897,6 +897,26 @@ def records_prune(
         )
 
 
+def _whole_short_help(typer_app: typer.Typer) -> None:
+    """A command list shows each command's first paragraph whole, wrapped to the terminal:
+    click would cut it with "..." at the width left beside the names (80 columns: ~60)."""
+
+    def first_paragraph(*docs: object) -> str | None:  # typer's unset values are placeholders
+        doc = next((d for d in docs if isinstance(d, str) and d.strip()), None)
+        return " ".join(doc.strip().split("\n\n")[0].split()) if doc else None
+
+    for info in typer_app.registered_commands:
+        if not isinstance(info.short_help, str):
+            info.short_help = first_paragraph(info.help, getattr(info.callback, "__doc__", None))
+    for group in typer_app.registered_groups:
+        if not isinstance(group.short_help, str):
+            group.short_help = first_paragraph(group.help, group.typer_instance.info.help)
+        _whole_short_help(group.typer_instance)
+
+
+_whole_short_help(app)
+
+
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
     _errors_as(_format_asked(sys.argv[1:]))
