@@ -194,3 +194,18 @@ def test_command_lists_never_cut_a_description_at_80_columns(group):
     assert all(len(line) <= 80 for line in lines), shown.output
     cut = [line for line in lines if line.endswith("...") and not line.startswith("Usage:")]
     assert cut == [], shown.output
+
+
+def test_scenarios_list_and_build_load_no_gx():
+    """Listing or describing scenarios is static: it must not wait for GX to import."""
+    probe = (
+        "import sys; from kandev_dq.lab.scenarios import SCENARIOS; "
+        "from kandev_dq.lab.scenarios.running import RECORDS_DISCLOSURES as R; "
+        "print('great_expectations' in sys.modules, sorted(R))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
+
+    assert done.stdout.split(maxsplit=1) == ["False", f"{[BASELINE_DISCLOSURE]}\n"], done
