@@ -553,8 +553,12 @@ def frames_probe(read_frame: str) -> str:
 <!--FRAMES-->
 <pre id="probe">pending</pre>
 <script>
-window.addEventListener('load', () => {
+window.addEventListener('load', async () => {
   const report = {};
+  for (const frame of document.querySelectorAll('iframe')) {
+    await frame.contentDocument.fonts.ready;  // text measured in its own font
+  }
+  await new Promise(done => setTimeout(done, 1000));  // each frame's tables initialised
   for (const frame of document.querySelectorAll('iframe')) {
     const d = frame.contentDocument, w = frame.contentWindow;
     report[frame.id] = (() => {
@@ -615,7 +619,7 @@ LAYOUT_PROBE = frames_probe("""
     for (const open of d.querySelectorAll('details')) open.open = true;  // the SQL shown
     return {
       queries: d.querySelectorAll('.kandev-query-text').length,
-      wide: [...d.querySelectorAll('.table-responsive')]
+      wide: [...d.querySelectorAll('.table-responsive, .fixed-table-body')]
         .filter(box => box.scrollWidth > box.clientWidth + 1)
         .map(box => [box.scrollWidth, box.clientWidth]),
       page: [d.documentElement.scrollWidth, d.documentElement.clientWidth],
@@ -623,9 +627,13 @@ LAYOUT_PROBE = frames_probe("""
 
 
 def test_validation_tables_fit_at_1024_and_1400_px(sqlite_target, project, tmp_path, chromium):
-    """A failing run's validation pages, their SQL open: no results table scrolls sideways (its
-    "Observed Value" column stays in sight); the SQL and the offending rows fit in their cell."""
-    _failing_store(sqlite_target)
+    """A failing run's validation pages, their SQL open (the orphan rows' query is one long
+    line): no results table scrolls sideways (its "Observed Value" column stays in sight); the
+    SQL and the offending rows fit in their cell."""
+    from kandev_dq.lab import scenarios
+
+    sqlite_target.engine.dispose()
+    scenarios.materialise("orphan_rows", sqlite_target.url)
     site = Path(check(project, sqlite_target).docs_index).parent
     pages = sorted(site.glob("validations/*/*/*/*.html"))
     frames = "\n".join(
