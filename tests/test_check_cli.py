@@ -9,6 +9,7 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 from kandev_dq.contract.rule_index import RULE_INDEX
@@ -20,7 +21,7 @@ CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
     "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
-    *("records", "baseline_taken_at", "changes"),
+    *("records", "baseline_taken_at", "changes", "suite_seconds"),
 }
 
 
@@ -189,6 +190,8 @@ def test_junit_output_read_by_a_junit_consumer(target, project, tmp_path):
     suites = {suite.name: suite for suite in xml}
     assert list(suites) == ["activation", "writer_health", "rows", "schema", "backfill"]
     assert sum(suite.tests for suite in xml) == len(RULE_INDEX)  # pre_release runs every suite
+    # Each suite's real duration, within the run's.
+    assert all(suite.time > 0 for suite in xml) and sum(s.time for s in xml) <= xml.time + 0.01
     paired = next(
         c for c in suites["activation"] if c.name == "expect_activation_keys_to_be_paired"
     )
@@ -196,3 +199,74 @@ def test_junit_output_read_by_a_junit_consumer(target, project, tmp_path):
     assert failure.type == "error" and failure.message
     props = [(p.get("name"), p.get("value")) for p in paired._elem.iter("property")]
     assert ("ac", "AC-24d") in props and ("severity", "error") in props
+
+
+def test_the_verdict_line_says_which_run_it_is():
+    from kandev_dq.run.check import CheckReport, verdict_line
+
+    report = CheckReport(
+        store="sqlite:////srv/kandev.db",
+        dialect="sqlite",
+        checkpoint="nightly",
+        success=True,
+        state="fully_activated",
+        keys={},
+        run_name="nightly@sqlite-srv-kandev-db",
+        run_time="2026-11-30T19:04:36.042122Z",
+    )
+    line = verdict_line(report)
+    assert line.startswith("PASSED: checkpoint nightly run nightly@sqlite-srv-kandev-db at ")
+    assert "at 2026-11-30T19:04:36.042122Z on sqlite:////srv/kandev.db (sqlite)" in line
+
+
+def _on_a_terminal(args: list[str], columns: int) -> str:
+    """kandev-dq run on a pseudo-terminal ``columns`` wide; what it wrote there, escapes cut."""
+    import fcntl
+    import pty
+    import re
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("KANDEV_STORE_URL", "COLUMNS")}
+    env |= {"TERM": "xterm", "NO_COLOR": "1"}
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from kandev_dq.cli import main; main()", *args],
+        stdin=slave,
+        stdout=slave,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    child.wait(timeout=300)
+    os.close(master)
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text)
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_rule_names_stay_whole_on_a_terminal(sqlite_target, project, columns):
+    """A rule name is copied into `explain`: on an 80- or 120-column terminal, each failed
+    rule's name is on one line, whole."""
+    store = StoreBuilder(sqlite_target.engine).create()
+    store.keys(CAPTURE, None, CAPTURE)  # a partial pair: error-severity failures
+    report = check(project, sqlite_target, "nightly")
+    flagged = [r.expectation for r in report.results if not r.success and r.severity != "info"]
+    assert flagged
+    args = ["check", "--store", sqlite_target.url, "--project", str(project), "--quiet"]
+    shown = _on_a_terminal([*args, "--checkpoint", "nightly"], columns)
+    lines = shown.splitlines()
+    flagged_part = lines[: next(i for i, ln in enumerate(lines) if ln.startswith("FAILED: "))]
+    assert all(len(line) <= columns for line in flagged_part), shown  # wrapped, not cut
+    for name in flagged:
+        assert any(name in line for line in lines), (name, shown)

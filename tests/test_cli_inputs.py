@@ -166,6 +166,43 @@ def test_check_json_that_cannot_run_prints_a_json_error(tmp_path, project):
     assert report["exit_code"] == 2 and "the file does not exist" in report["error"]
 
 
+def test_check_junit_that_cannot_run_writes_a_junit_error(tmp_path, project):
+    """The CI recipe's report exists and parses when the run cannot start: one testcase in
+    error carrying the message (exit 2), written before GX loads."""
+    from junitparser import Error, JUnitXml
+
+    missing = str(tmp_path / "missing.db")
+    done = kandev_dq_probed(
+        "check", "--store", missing, "--project", str(project), "--format", "junit", cwd=tmp_path
+    )
+    assert done.returncode == 2 and "GX not imported" in done.stderr
+    path = tmp_path / "junit.xml"
+    path.write_text(done.stdout, encoding="utf-8")
+    xml = JUnitXml.fromfile(str(path))
+    [case] = [case for suite in xml for case in suite]
+    [error] = case.result
+    assert isinstance(error, Error) and "the file does not exist" in error.message
+    assert xml.errors == 1 and xml.failures == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--format", "json", "--fail-on", "bogus"],
+        ["check", "--format=json", "--checkpoint"],
+        ["history", "--format", "json", "--limit", "0"],
+        ["ledger", "show", "--format", "json", "--no-such-option"],
+    ],
+    ids=["bad value", "missing value", "out of range", "unknown option"],
+)
+def test_every_refusal_in_json_mode_prints_the_error_object(args, tmp_path):
+    done = kandev_dq_probed(*args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    report = json.loads(done.stdout)
+    assert report["exit_code"] == 2 and report["error"], report
+    assert "Error: " in done.stderr and "Traceback" not in done.stderr  # click's own words
+
+
 def test_docs_open_without_a_browser_fails(project, monkeypatch):
     import webbrowser
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -119,3 +122,84 @@ def test_scenarios_list_off_a_terminal_prints_no_markdown():
     assert done.returncode == 0, done.stderr
     assert "known gap" in done.stdout
     assert "**" not in done.stdout
+
+
+def test_scenarios_build_reports_the_command_s_duration(tmp_path):
+    """The figure `scenarios build` prints is the command's whole duration (loading included),
+    and the part spent writing the store is named as such."""
+    import re
+    import time
+
+    started = time.perf_counter()
+    done = kandev_dq("scenarios", "build", "fresh_install", "--store", str(tmp_path / "s.db"))
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    found = re.search(r" in ([0-9.]+) s \(([0-9.]+) s of it writing the store\)", done.stdout)
+    assert found, done.stdout
+    total, writing = float(found.group(1)), float(found.group(2))
+    assert writing <= total <= wall and total >= 0.5 * wall, (total, writing, wall)
+    # The store named as every command names it (shown_store), not as it was typed.
+    assert f"into sqlite:///{(tmp_path / 's.db').resolve()} in " in done.stdout
+
+
+def test_between_runs_asks_for_the_store_build_made():
+    shown = CliRunner().invoke(cli.app, ["scenarios", "between-runs", "--help"])
+    assert shown.exit_code == 0, shown.output
+    text = " ".join(shown.output.split())
+    assert "an empty one" not in text and "`kandev-dq scenarios build` made" in text
+
+
+def test_scenarios_build_names_a_postgres_store_without_its_user(pg_target):
+    done = CliRunner().invoke(
+        cli.app, ["scenarios", "build", "fresh_install", "--store", pg_target.url]
+    )
+    assert done.exit_code == 0, done.output
+    assert "into postgresql://" in done.stdout and "@" not in done.stdout, done.stdout
+
+
+def test_shell_completion_installs_and_completes(tmp_path):
+    """typer's completion: `--install-completion bash` writes the script, and the script's
+    callback completes a command name."""
+    runner = CliRunner()
+    done = runner.invoke(
+        cli.app,
+        ["--install-completion", "bash"],
+        prog_name="kandev-dq",
+        env={"HOME": str(tmp_path)},
+    )
+    assert done.exit_code == 0, done.output
+    assert "_KANDEV_DQ_COMPLETE" in "".join(
+        p.read_text() for p in tmp_path.rglob("*") if p.is_file()
+    )
+    env = {
+        "_KANDEV_DQ_COMPLETE": "complete_bash",
+        "COMP_WORDS": "kandev-dq scen",
+        "COMP_CWORD": "1",
+    }
+    completed = runner.invoke(cli.app, [], prog_name="kandev-dq", env=env)
+    assert completed.stdout.split() == ["scenarios"], completed.output
+
+
+@pytest.mark.parametrize("group", [[], ["scenarios"], ["ledger"], ["records"]], ids=str)
+def test_command_lists_never_cut_a_description_at_80_columns(group):
+    shown = CliRunner().invoke(cli.app, [*group, "--help"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert all(len(line) <= 80 for line in lines), shown.output
+    cut = [line for line in lines if line.endswith("...") and not line.startswith("Usage:")]
+    assert cut == [], shown.output
+
+
+def test_scenarios_list_and_build_load_no_gx():
+    """Listing or describing scenarios is static: it must not wait for GX to import."""
+    probe = (
+        "import sys; from kandev_dq.lab.scenarios import SCENARIOS; "
+        "from kandev_dq.lab.scenarios.running import RECORDS_DISCLOSURES as R; "
+        "print('great_expectations' in sys.modules, sorted(R))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
+
+    assert done.stdout.split(maxsplit=1) == ["False", f"{[BASELINE_DISCLOSURE]}\n"], done

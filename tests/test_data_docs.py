@@ -90,21 +90,24 @@ class Chromium:
             f'style="width:{WIDTH}px;height:{HEIGHT}px;border:0"></iframe>'
             for name, path in pages.items()
         )
-        probe = work / "probe.html"
-        probe.write_text(PROBE.replace("<!--FRAMES-->", frames), encoding="utf-8")
+        report = self.report(PROBE.replace("<!--FRAMES-->", frames), work / "probe.html")
+        assert set(report) == set(pages), report
+        for name, page in report.items():
+            assert "error" not in page, f"{name}: {page['error']}"
+        return report
+
+    def report(self, probe_page: str, path: Path) -> dict:
+        """What a probe page (its frames filled in) wrote into its ``<pre id="probe">``."""
+        path.write_text(probe_page, encoding="utf-8")
         dom = self.run(
-            probe.as_uri(),
+            path.as_uri(),
             "--allow-file-access-from-files",
             "--virtual-time-budget=15000",
             "--dump-dom",
         ).stdout
         found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
         assert found, f"probe did not report: {dom[-1000:]}"
-        report = json.loads(html.unescape(found.group(1)))
-        assert set(report) == set(pages), report
-        for name, page in report.items():
-            assert "error" not in page, f"{name}: {page['error']}"
-        return report
+        return json.loads(html.unescape(found.group(1)))
 
 
 PROBE = """<!DOCTYPE html>
@@ -156,6 +159,9 @@ async function read(frame) {
     }
     out.index_rows = d.querySelectorAll(
       'table.ge-index-page-validation-results-table tbody tr[data-index]').length;
+    out.index_status = [...d.querySelectorAll(  // each result's status icon, and its row
+      'table.ge-index-page-validation-results-table tbody tr[data-index]')].map(row => [
+        (row.cells[0].querySelector('i') || {}).className || '', row.innerText]);
   } catch (error) {
     out.error = String(error);
   }
@@ -422,8 +428,15 @@ def test_failing_run_docs_are_complete_and_styled_offline(target, project, tmp_p
     block = next(r for r in rows(page) if len(r) == 3 and r[1].startswith(sentence))
     assert finding in block[1] and block[2] == "2"  # the rule's cell, its observed value
     offending = next(t for t in page["tables"] if t and t[0][-1] == "tool_call_id")
-    assert offending[0] == ["id", "observed_at", "task_session_id", "tool_call_id"]
-    assert sorted(row[3] for row in offending[1:]) == sorted([MARKUP_ID, "toolu_old2"])
+    # Each stored timestamp as the store holds it, its exact instant beside it (AC-24e).
+    assert offending[0] == [
+        "id",
+        "observed_at",
+        "observed_at_utc",
+        "task_session_id",
+        "tool_call_id",
+    ]
+    assert sorted(row[4] for row in offending[1:]) == sorted([MARKUP_ID, "toolu_old2"])
 
     # The index: the overview summary on top, the results table built by bootstrap-table.
     page = seen["index"]
@@ -454,6 +467,11 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     report = check(project, sqlite_target)
     assert report.success and report.state == "fully_activated"
     index, overview, activation = site_pages(report)
+    # The first run's one finding is the info-level baseline disclosure: a passing run.
+    assert first.success and {r.severity for r in first.results if not r.success} == {"info"}
+    first_activation = min(
+        index.parent.glob("validations/activation/*/*/*.html"), key=lambda p: p.parent.name
+    )
 
     # `kandev-dq docs` rebuilds the whole site from the stored results; the overview still
     # names the store and the raw keys (recorded from the run's snapshot, not re-read).
@@ -463,7 +481,15 @@ def test_passing_run_docs_and_the_docs_command(sqlite_target, project, tmp_path,
     assert built.stdout.strip() == str(index)
     assert_self_contained(index.parent)
 
-    seen = chromium.probe({"overview": overview, "index": index}, tmp_path)
+    seen = chromium.probe(
+        {"overview": overview, "index": index, "first_activation": first_activation}, tmp_path
+    )
+    # A suite's status follows the exit code's rule: an info finding is info, never a failure.
+    assert "Status: Succeeded with info findings" in words(seen["first_activation"])
+    statuses = seen["index"]["index_status"]
+    assert statuses and not any("fa-times" in icon for icon, _ in statuses), statuses
+    info = [row for icon, row in statuses if "kandev-status-info" in icon]
+    assert len(info) == 1 and "activation" in info[0], statuses
     page = seen["overview"]
     assert_styled(page)
     text = words(page)
@@ -518,32 +544,49 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     assert "execution_since (subagent_context_execution_since) absent absent" in text
 
 
-BREADCRUMB_PROBE = """<!DOCTYPE html>
+def frames_probe(read_frame: str) -> str:
+    """A probe page whose script reports, under each iframe's id, what ``read_frame`` (a script
+    body given the frame's document ``d`` and window ``w``) returns."""
+    return (
+        """<!DOCTYPE html>
 <html><body>
 <!--FRAMES-->
 <pre id="probe">pending</pre>
 <script>
-window.addEventListener('load', () => {
+window.addEventListener('load', async () => {
   const report = {};
   for (const frame of document.querySelectorAll('iframe')) {
+    await frame.contentDocument.fonts.ready;  // text measured in its own font
+  }
+  await new Promise(done => setTimeout(done, 1000));  // each frame's tables initialised
+  for (const frame of document.querySelectorAll('iframe')) {
     const d = frame.contentDocument, w = frame.contentWindow;
-    const crumbs = d.querySelector('.ge-breadcrumbs');
-    const home = crumbs.querySelector('a');
-    const nav = d.querySelector('nav.navbar');
-    const box = r => [r.left, r.top, r.width, r.height];
-    report[frame.id] = {
-      crumbs: box(crumbs.getBoundingClientRect()),
-      home: box(home.getBoundingClientRect()),
-      nav: box(nav.getBoundingClientRect()),
-      line: parseFloat(w.getComputedStyle(home).lineHeight),
-      title: crumbs.getAttribute('title'),
-    };
+    report[frame.id] = (() => {
+"""
+        + read_frame
+        + """
+    })();
   }
   document.getElementById('probe').textContent = JSON.stringify(report);
 });
 </script>
 </body></html>
 """
+    )
+
+
+BREADCRUMB_PROBE = frames_probe("""
+    const crumbs = d.querySelector('.ge-breadcrumbs');
+    const home = crumbs.querySelector('a');
+    const nav = d.querySelector('nav.navbar');
+    const box = r => [r.left, r.top, r.width, r.height];
+    return {
+      crumbs: box(crumbs.getBoundingClientRect()),
+      home: box(home.getBoundingClientRect()),
+      nav: box(nav.getBoundingClientRect()),
+      line: parseFloat(w.getComputedStyle(home).lineHeight),
+      title: crumbs.getAttribute('title'),
+    };""")
 
 
 def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, tmp_path, chromium):
@@ -555,17 +598,9 @@ def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, 
         "</iframe>"
         for w in widths
     )
-    probe = tmp_path / "breadcrumb.html"
-    probe.write_text(BREADCRUMB_PROBE.replace("<!--FRAMES-->", frames), encoding="utf-8")
-    dom = chromium.run(
-        probe.as_uri(),
-        "--allow-file-access-from-files",
-        "--virtual-time-budget=15000",
-        "--dump-dom",
-    ).stdout
-    found = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
-    assert found, dom[-1000:]
-    seen = json.loads(html.unescape(found.group(1)))
+    seen = chromium.report(
+        BREADCRUMB_PROBE.replace("<!--FRAMES-->", frames), tmp_path / "breadcrumb.html"
+    )
     for width in widths:
         page = seen[f"w{width}"]
         _, top, _, height = page["crumbs"]
@@ -578,6 +613,40 @@ def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, 
         chromium.run(activation.as_uri(), f"--window-size={width},300", f"--screenshot={png}")
         assert png.is_file()
         keep(png, png.name)
+
+
+LAYOUT_PROBE = frames_probe("""
+    for (const open of d.querySelectorAll('details')) open.open = true;  // the SQL shown
+    return {
+      queries: d.querySelectorAll('.kandev-query-text').length,
+      wide: [...d.querySelectorAll('.table-responsive, .fixed-table-body')]
+        .filter(box => box.scrollWidth > box.clientWidth + 1)
+        .map(box => [box.scrollWidth, box.clientWidth]),
+      page: [d.documentElement.scrollWidth, d.documentElement.clientWidth],
+    };""")
+
+
+def test_validation_tables_fit_at_1024_and_1400_px(sqlite_target, project, tmp_path, chromium):
+    """A failing run's validation pages, their SQL open (the orphan rows' query is one long
+    line): no results table scrolls sideways (its "Observed Value" column stays in sight); the
+    SQL and the offending rows fit in their cell."""
+    from kandev_dq.lab import scenarios
+
+    sqlite_target.engine.dispose()
+    scenarios.materialise("orphan_rows", sqlite_target.url)
+    site = Path(check(project, sqlite_target).docs_index).parent
+    pages = sorted(site.glob("validations/*/*/*/*.html"))
+    frames = "\n".join(
+        f'<iframe id="w{w}-{i}" src="{page.as_uri()}" style="width:{w}px;height:900px;border:0">'
+        "</iframe>"
+        for w in (1024, 1400)
+        for i, page in enumerate(pages)
+    )
+    seen = chromium.report(LAYOUT_PROBE.replace("<!--FRAMES-->", frames), tmp_path / "layout.html")
+    assert sum(page["queries"] for page in seen.values()) >= 2  # the SQL blocks were measured
+    for frame, page in seen.items():
+        assert page["wide"] == [], (frame, pages[int(frame.split("-")[1])].parent.parent, page)
+        assert page["page"][0] <= page["page"][1], (frame, page)
 
 
 def test_suite_pages_name_the_tables_they_judge(sqlite_target, project):

@@ -44,8 +44,8 @@ def test_on_a_healthy_store_every_rule_lists_zero_rows(target):
     for name in rules():
         done = _explain(name, "--store", url, "--run")
         assert done.exit_code == 0, (name, done.output)
-        if "counts no rows" in done.stdout:
-            continue
+        if "counts no rows" in done.stdout or "but not on this store" in done.stdout:
+            continue  # no query: a rule counting no rows, or rows this store cannot hold
         with_query += 1
         assert "query:\nSELECT " in done.stdout, name
         assert done.stdout.rstrip().endswith("\n0 row(s)"), (name, done.stdout[-300:])
@@ -69,10 +69,51 @@ def test_csv_writes_every_listed_row_and_the_table_counts_them(target):
     assert len({row["id"] for row in rows}) == total
 
 
+def test_stored_timestamps_show_as_stored_beside_their_instant(target):
+    """AC-24e: explain --run, --format csv and a rule's sample show each timestamp as the store
+    holds it (SQLite's text, PostgreSQL's text of its value), its exact instant beside it."""
+    import sqlalchemy as sa
+
+    from kandev_dq.facts.rows import row_facts
+
+    url = _built("orphan_rows", target)
+    rule = "expect_no_orphan_subagent_rows"
+    with target.engine.connect() as conn:
+        stored = dict(
+            conn.execute(
+                sa.text("SELECT id, CAST(observed_at AS TEXT) FROM task_session_subagents")
+            ).all()
+        )
+        sample = row_facts(conn)["rules"]["orphans"]["sample"]
+    listed = list(
+        csv.DictReader(io.StringIO(_explain(rule, "--store", url, "--format", "csv").stdout))
+    )
+    table = _explain(rule, "--store", url, "--run").stdout
+    assert listed and sample
+    for row in [*listed, *sample]:
+        assert row["observed_at"] == stored[row["id"]], row
+        assert row["observed_at_utc"].endswith("Z") and row["observed_at_utc"] != row["observed_at"]
+    for row in listed:  # the table (not a terminal: tab-separated) shows the same pair
+        assert f"\t{row['observed_at']}\t{row['observed_at_utc']}\t" in table, row
+
+
 def test_a_rule_without_rows_says_so_and_csv_refuses_it(sqlite_target):
     url = _built("healthy_baseline", sqlite_target)
     said = _explain("expect_three_column_unique_key", "--store", url, "--run")
     assert said.exit_code == 0 and "counts no rows" in said.stdout
+
+
+def test_on_a_store_without_the_table_a_row_rule_says_the_table_is_missing(sqlite_target):
+    """A rule counting rows of task_session_subagents, on a store predating it: the reason is
+    the missing table, never "counts no rows"."""
+    from kandev_dq.lab.sample import create_store
+
+    create_store(sqlite_target.engine, subagents=None)
+    sqlite_target.engine.dispose()
+    said = _explain("expect_no_orphan_subagent_rows", "--store", sqlite_target.url, "--run")
+    assert said.exit_code == 0, said.output
+    assert "counts no rows" not in said.stdout
+    assert "counts rows, but not on this store: task_session_subagents is missing" in said.stdout
 
 
 @pytest.mark.parametrize(
@@ -135,3 +176,24 @@ def test_explain_judges_write_once_against_the_records_ledger_as_check_does(targ
     rewritten = _explain("expect_activation_keys_to_be_write_once", *on)
     assert ": FAILED: key rewritten or deleted" in rewritten.output
     assert "kandev-dq ledger accept" in rewritten.output
+
+
+def test_without_a_store_explain_describes_the_rule(tmp_path):
+    """No --store, no $KANDEV_STORE_URL, no default store: the rule's AC ids, severity, suite,
+    sentence and what it reads; the store is needed only for the query and --run."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"} | {"HOME": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", "from kandev_dq.cli import main; main()", "explain"]
+        + ["expect_no_orphan_subagent_rows"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "expect_no_orphan_subagent_rows [AC-16] error, suite rows"
+    assert lines[1] == rules()["expect_no_orphan_subagent_rows"].expectation.rule_text
+    assert lines[2].startswith("reads task_session_subagents") and "--store" in lines[2]

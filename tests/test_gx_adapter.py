@@ -206,3 +206,27 @@ def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_t
         }
     finally:
         store.dispose()
+
+
+def test_the_index_table_shows_each_result_with_its_suite_verdict():
+    """GX's index table: one row per validations link, in order, its status cell an ``<i>`` whose
+    classes GX styles; the adapter replaces those classes and the filter text per verdict."""
+    links = [
+        {"expectation_suite_name": "activation", "validation_success": False, **extra}
+        for extra in ({"kandev_verdict": "info"}, {"kandev_verdict": "failed"}, {})
+    ]
+    table = gx_adapter.KandevSiteIndexTableRenderer._generate_validation_results_link_table(
+        {"validations_links": links}
+    )
+    shown = [
+        (
+            row["validation_success"].string_template["styling"]["params"]["validation_success"][
+                "classes"
+            ],
+            row["_validation_success_text"],
+        )
+        for row in table.table_data
+    ]
+    assert "fa-info-circle" in shown[0][0] and shown[0][1] == "Succeeded with info findings"
+    assert "fa-times" in shown[1][0] and shown[1][1] == "Failed"
+    assert shown[2] == (["fas", "fa-times", "text-danger", "ge-failed-icon"], "Failed")  # GX's own

@@ -226,6 +226,9 @@ def _keys_facts(
     return {"keys": keys, "described": described, "amended": True, "schema_findings": [], **extra}
 
 
+STORE_SHOWN = "sqlite:////srv/kandev.db"
+
+
 WRITE_ONCE = activation.ExpectActivationKeysToBeWriteOnce
 
 
@@ -243,13 +246,14 @@ def test_write_once_passes_when_every_key_holds_its_first_value():
 @pytest.mark.parametrize("now", ["2026-07-30T01:39:38Z", None], ids=["rewritten", "deleted"])
 def test_write_once_fails_on_a_rewritten_or_deleted_key_naming_both_values(now):
     rule = WRITE_ONCE.at_default_severity()
-    finding = rule.judge(
-        _with_ledger(_keys_facts(capture=now), first_seen={CAPTURE_SINCE: CAPTURE})
-    )
+    ledger = {"first_seen": {CAPTURE_SINCE: CAPTURE}, "store": STORE_SHOWN}  # as check names it
+    finding = rule.judge(_with_ledger(_keys_facts(capture=now), **ledger))
     assert not finding.success and finding.unexpected_count == 1
     assert finding.sample == [{"key": CAPTURE_SINCE, "first_seen": CAPTURE, "now": now}]
     assert f"{CAPTURE!r} -> {now!r}" in finding.message
     assert "kandev-dq ledger accept --store" in finding.message  # the way out, named (AC-24)
+    # ... with this store and this key, never placeholders
+    assert f"--store '{STORE_SHOWN}' --key {CAPTURE_SINCE} --reason" in finding.message
 
 
 BASELINE = activation.ExpectWriteOnceBaselineToPredateThisRun

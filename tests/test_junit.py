@@ -19,6 +19,7 @@ REPORT = SimpleNamespace(
     store="sqlite:/srv/kandev.db",
     run_time="2026-11-30T19:00:00Z",
     duration_s=1.25,
+    suite_seconds={"activation": 0.5, "writer_health": 0.25, "rows": 0.125},
     results=[
         _rule("activation", "expect_activation_keys_to_be_write_once", "error", False, "rewritten"),
         _rule("activation", "expect_population_to_be_disclosed", "info", False, "disclosed"),
@@ -47,6 +48,7 @@ def test_one_testsuite_per_suite_and_one_testcase_per_rule(tmp_path):
     xml = _parsed(tmp_path, "error")
     assert [suite.name for suite in xml] == ["activation", "writer_health", "rows"]
     assert [suite.tests for suite in xml] == [2, 2, 1]
+    assert [suite.time for suite in xml] == [0.5, 0.25, 0.125]  # each suite's own duration
     props = {p.name: p.value for p in next(iter(xml)).properties()}
     assert props == {"checkpoint": "pre_release", "store": "sqlite:/srv/kandev.db"}
 

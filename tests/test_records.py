@@ -382,9 +382,11 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     store = _healthy(sqlite_target)
     run_check(project, sqlite_target.url, "nightly", records=records)
     store.set_key(CAPTURE_SINCE, REWRITTEN)
-    assert not result(
-        run_check(project, sqlite_target.url, "nightly", records=records), WRITE_ONCE
-    ).success
+    failed = result(run_check(project, sqlite_target.url, "nightly", records=records), WRITE_ONCE)
+    assert not failed.success
+    shown = f"sqlite:///{Path(sqlite_target.url).resolve()}"  # as every command names it
+    # The way out names this store and this key, never placeholders.
+    assert f"ledger accept --store '{shown}' --key {CAPTURE_SINCE} --reason" in failed.message
 
     with pytest.raises(KandevDqError, match="--reason"):
         accept_key(project, sqlite_target.url, CAPTURE_SINCE, "  ", records)
@@ -394,6 +396,7 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     )
     assert done.returncode == 0, done.stderr
     assert f"accepted {CAPTURE_SINCE} = {REWRITTEN!r} (was {CAPTURE!r})" in done.stdout
+    assert f" for {shown}, by " in done.stdout and "already expected" not in done.stdout
 
     after = run_check(project, sqlite_target.url, "nightly", records=records)
     assert result(after, WRITE_ONCE).success
@@ -407,6 +410,12 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     )
     assert accept.reason == "restored <b>backup</b>" and accept.accepted_by
     assert any("restored <b>backup</b>" in line for line in render(past))
+    again = kandev_dq(
+        *("ledger", "accept", "--store", sqlite_target.url, "--project", str(project)),
+        *("--records", records, "--key", CAPTURE_SINCE, "--reason", "once more"),
+    )
+    assert again.returncode == 0, again.stderr
+    assert "(the value it already expected: nothing changes)" in again.stdout
     shown = kandev_dq(
         *("ledger", "show", "--store", sqlite_target.url, "--project", str(project)),
         *("--records", records),
@@ -458,6 +467,32 @@ def test_prune_drops_old_results_never_the_ledger(sqlite_target, project, record
         "records", "prune", "--keep-days", "0", "--project", str(project), "--records", records
     )
     assert done.returncode == 0 and "the key ledger is kept whole" in done.stdout
+
+
+def test_prune_has_a_dry_run_and_after_it_nothing_claims_a_run(sqlite_target, project, records):
+    """`records prune --dry-run` counts and drops nothing; the prune says what it dropped and
+    what remains; afterwards `history` says there are no runs and the overview claims no pass."""
+    _healthy(sqlite_target)
+    run_check(project, sqlite_target.url, "nightly", records=records)
+    prune = ("records", "prune", "--keep-days", "0", "--project", str(project))
+    dry = kandev_dq(*prune, "--records", records, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would drop 3 validation result(s) and 1 run record(s)" in dry.stdout
+    assert "0 result(s) and 0 run record(s) remain" in dry.stdout
+    with Records(records) as opened:
+        assert len(opened.result_keys()) == 3 and len(opened.run_records()) == 1
+    done = kandev_dq(*prune, "--records", records)
+    assert done.returncode == 0, done.stderr
+    assert "dropped 3 validation result(s) and 1 run record(s)" in done.stdout
+    with Records(records) as opened:
+        assert opened.result_keys() == [] and opened.run_records() == []
+    lines = render(history(project, sqlite_target.url, records=records))
+    assert any(line.startswith("write-once baseline taken") for line in lines)  # kept
+    assert "no recorded runs" in lines[-1], lines
+    built = build_docs(project, records=records)
+    overview = built.overview.read_text(encoding="utf-8")
+    assert "Every rule of the latest run passed" not in overview
+    assert "No run to report findings of yet." in overview
 
 
 def test_the_project_keeps_results_through_kandev_dq_backend(project):

@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import sys
+import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +20,7 @@ from typing import Annotated
 import typer
 from rich import box
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -27,8 +29,12 @@ from kandev_dq.api import loading_gx
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.text import one_line, printable
 
+#: When the command line started (its own imports done): a duration it reports is the
+#: command's, not one step of it.
+_STARTED = time.perf_counter()
+
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion and --show-completion (bash, zsh, fish, PowerShell)
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     # Click's own help layout: flags show no ``<bool>`` after them, and help needs no rich.
@@ -109,23 +115,43 @@ def _options(
     """Options that apply before any command."""
 
 
-#: Whether the running command reports a run that could not start as JSON on stdout.
-_json_errors = {"on": False}
+#: The document the running command writes on stdout for a run that could not start:
+#: "json" (the error object) or "junit" (one testcase in error); None: the stderr line only.
+_error_document: dict[str, str | None] = {"as": None}
 
 
-def _errors_as_json(on: bool) -> None:
-    _json_errors["on"] = on
+def _errors_as(output: str) -> None:
+    _error_document["as"] = output if output in ("json", "junit") else None
+
+
+def _format_asked(args: list[str]) -> str:
+    """The ``--format`` value on the command line, read before it is parsed: a usage error
+    (``--fail-on bogus``) stops the parse before any command sets its error document."""
+    for i, arg in enumerate(args):
+        if arg == "--format" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--format="):
+            return arg.partition("=")[2]
+    return ""
 
 
 def _could_not_run(message: str, exit_code: int) -> None:
-    """The one-line error on stderr, no password in it; with ``--format json``, also the JSON
-    object on stdout (a pipeline parsing stdout gets a document, never an empty string)."""
+    """The one-line error on stderr, no password in it; with ``--format json`` or ``junit``,
+    also that document on stdout (a pipeline parsing stdout gets a document, never 0 bytes)."""
     from kandev_dq.store.target import redact
 
     message = one_line(redact(message))
     err.print(f"kandev-dq: error: {message}", markup=False)
-    if _json_errors["on"]:
+    _error_doc(message, exit_code)
+
+
+def _error_doc(message: str, exit_code: int) -> None:
+    if _error_document["as"] == "json":
         print(json.dumps({"error": message, "exit_code": exit_code}))
+    elif _error_document["as"] == "junit":
+        from kandev_dq.report.junit import could_not_run_xml
+
+        sys.stdout.write(could_not_run_xml(message))
 
 
 def say(text: object) -> None:
@@ -240,7 +266,7 @@ def migrate(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """Bring a store to the contract's end state: schema change, then the one-time backfill."""
-    _errors_as_json(output is Format.json)
+    _errors_as(output)
 
     def announce(shown: str, dialect: str) -> None:
         if output is Format.text:  # first, so a reader knows which store is about to change
@@ -268,7 +294,7 @@ def check(
     records: RecordsOption = None,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
-    _errors_as_json(output is CheckFormat.json)
+    _errors_as(output)
     folder = _checked_inputs(project, store, checkpoint, allow_project_code)
     report = api.check(
         store,
@@ -293,16 +319,29 @@ def check(
     raise typer.Exit(int(report.exit_code(fail_on.value)))
 
 
+#: Columns a finding needs beside the rule name for the table layout of `check`'s report.
+FINDING_MIN_WIDTH = 60
+
+
 def _print_report(report, headline: str) -> None:
     flagged = [r for r in report.results if not r.success and r.severity != "info"]
-    if flagged and out.is_terminal:
+    # A rule name is what a reader copies into `explain`: never split. A terminal too narrow
+    # for it beside a readable finding gets one block per rule, the finding wrapped below.
+    longest = max((len(r.expectation) for r in flagged), default=0)
+    if flagged and out.is_terminal and out.width >= longest + FINDING_MIN_WIDTH:
         table = Table("severity", "rule", "AC", "finding")
         for column in table.columns:
             column.overflow = "fold"
+        table.columns[1].no_wrap = True
+        table.columns[1].min_width = longest
         for r in flagged:  # Text cells: a finding quoting a store value is never rich markup
             cells = (r.severity, r.expectation, ", ".join(r.rules), f"{_standing(r)}{r.message}")
             table.add_row(*(Text(one_line(cell)) for cell in cells))
         out.print(table)
+    elif flagged and out.is_terminal:
+        for r in flagged:
+            out.print(Text(one_line(f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}]")))
+            out.print(Padding(Text(one_line(r.message)), (0, 0, 0, 9)), soft_wrap=False)
     else:  # plain lines for logs, cron mail and pipes
         for r in flagged:
             said = f"{r.severity:<8} {r.expectation} [{', '.join(r.rules)}] {_standing(r)}"
@@ -378,7 +417,7 @@ def history(
 ) -> None:
     """Past runs of a store, newest first, from the records database: when each rule started
     failing, when the write-once baseline was taken, and every accepted key reset."""
-    _errors_as_json(output is Format.json)
+    _errors_as(output)
     folder = _vetted_project(project, allow_project_code)
     with loading_gx():
         from kandev_dq.report.history import history as past_runs
@@ -424,10 +463,18 @@ def explain(
     project: ProjectOption = None,
     records: RecordsOption = None,
 ) -> None:
-    """A rule's AC ids, its sentence and the SELECT listing every item it counts."""
+    """A rule's AC ids, its sentence and the SELECT listing every item it counts (no store
+    given or found: the rule alone; the query needs a store's dialect and schema)."""
     from kandev_dq.run import inputs
+    from kandev_dq.store.target import chosen_store
 
     inputs.expectation_name(expectation)  # vetted without GX, as the store is
+    if not run and output is ExplainFormat.text:
+        try:
+            chosen_store(store)
+        except KandevDqError:
+            _describe_rule(expectation)
+            return
     inputs.kandev_store(store)
     with loading_gx():
         from kandev_dq.run.explain import SHOWN_ROWS
@@ -454,7 +501,7 @@ def explain(
         )
     )
     if found.query is None:
-        say("this rule counts no rows (it judges keys, the schema or a state): no query")
+        say(one_line(f"{found.no_query}: no query"))
         return
     say("query:")
     say(found.query)
@@ -482,6 +529,29 @@ def _verdict_word(found) -> str:
     return "passed" if found.success else "FAILED"
 
 
+def _describe_rule(expectation: str) -> None:
+    """A rule without a store: its AC ids, severity, suites, sentence and what it reads."""
+    from kandev_dq.contract.rule_index import RULE_INDEX, SUITE_TABLES
+
+    with loading_gx():
+        from kandev_dq.run.explain import rule_named
+
+    rule = rule_named(expectation)
+    indexed = [r for r in RULE_INDEX if r.expectation == expectation]
+    suites = ", ".join(r.suite for r in indexed)
+    ac = ", ".join(indexed[0].rules) if indexed else ", ".join(type(rule.expectation).rules)
+    severity = indexed[0].severity if indexed else ""
+    say(f"{expectation} [{ac}] {severity}, suite {suites or rule.suite}")
+    say(type(rule.expectation).rule_text)
+    tables = ", ".join(SUITE_TABLES.get(rule.suite, ()))
+    say(
+        one_line(
+            f"reads {tables}; its query is compiled for a store's dialect and schema: pass "
+            "--store to see it, and --run to list its rows"
+        )
+    )
+
+
 def _cell(value: object) -> str:
     return "NULL" if value is None else str(value)
 
@@ -492,7 +562,7 @@ def _write_csv(found) -> None:
     from kandev_dq.text import csv_cell
 
     if found.query is None:
-        raise KandevDqError(f"{found.expectation} counts no rows: nothing to write as CSV")
+        raise KandevDqError(f"{found.expectation}: {found.no_query}: nothing to write as CSV")
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(found.columns)
     for row in found.rows:
@@ -672,34 +742,51 @@ def scenarios_list() -> None:
 def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
     """Build one scenario into an empty store; refuses a store that holds Kandev tables."""
     from kandev_dq.lab import scenarios
-    from kandev_dq.store.access import redact
 
     scenario = scenarios.get(name)
-    seconds = scenarios.materialise(name, store)
+    writing = scenarios.materialise(name, store)
+    took = time.perf_counter() - _STARTED
     checked = scenario.check_url(store) if scenario.check_url else store
     for line in (
-        f"built {name} into {redact(store)} in {seconds:.2f} s: {scenario.summary}",
+        f"built {name} into {_shown(store)} in {took:.2f} s ({writing:.2f} s of it writing "
+        f"the store): {scenario.summary}",
         f"expected: {scenario.expected}",
-        f"check it: kandev-dq check --checkpoint pre_release --store '{redact(checked)}'",
+        f"check it: kandev-dq check --checkpoint pre_release --store '{_shown(checked)}'",
     ):
         say(one_line(line))
     if scenario.between_runs is not None:
         say(
             one_line(
-                f"then: kandev-dq scenarios between-runs {name} --store '{redact(store)}', "
+                f"then: kandev-dq scenarios between-runs {name} --store '{_shown(store)}', "
                 "and check again (the second run is the one that fails)"
             )
         )
 
 
+def _shown(store: str) -> str:
+    """A store as every command names it (:func:`kandev_dq.store.access.shown_store`)."""
+    from kandev_dq.store.access import resolve_url, shown_store
+
+    return shown_store(resolve_url(store))
+
+
 @scenarios_app.command("between-runs")
-def scenarios_between_runs(name: ScenarioName, store: ScenarioStore) -> None:
+def scenarios_between_runs(
+    name: ScenarioName,
+    store: Annotated[
+        str,
+        typer.Option(
+            "--store",
+            help="The store `kandev-dq scenarios build` made for this scenario (SQLite file "
+            "path or PostgreSQL URL), checked once since.",
+        ),
+    ],
+) -> None:
     """Apply a two-run scenario's mutation to its store, between its two checks."""
     from kandev_dq.lab import scenarios
-    from kandev_dq.store.access import redact
 
     scenarios.apply_between_runs(name, store)
-    say(one_line(f"applied the between-runs mutation of {name} to {redact(store)}"))
+    say(one_line(f"applied the between-runs mutation of {name} to {_shown(store)}"))
 
 
 @scenarios_app.command("matrix")
@@ -754,7 +841,7 @@ def ledger_show(
     output: Annotated[Format, typer.Option("--format")] = Format.text,
 ) -> None:
     """A store's write-once baseline, first key values and accepted resets."""
-    _errors_as_json(output is Format.json)
+    _errors_as(output)
     from dataclasses import asdict
 
     from kandev_dq.run.ledger_commands import ledger_view, render_ledger
@@ -780,13 +867,15 @@ def ledger_accept(
     """Accept a key's current value after a legitimate reset (recorded with time, user and
     reason; the next check compares with it). Reads the store, never writes it."""
     from kandev_dq.run.ledger_commands import accept_key
+    from kandev_dq.store.access import chosen_store
 
     accept = accept_key(_project(project), store, key, reason, records)
+    same = " (the value it already expected: nothing changes)" if accept.unchanged else ""
     say(
         one_line(
             f"accepted {accept.key_name} = {accept.accepted_value!r} (was "
-            f"{accept.replaced_value!r}) for {accept.store_identity}, by {accept.accepted_by} at "
-            f"{accept.accepted_at}: {accept.reason}"
+            f"{accept.replaced_value!r}){same} for {_shown(chosen_store(store))}, by "
+            f"{accept.accepted_by} at {accept.accepted_at}: {accept.reason}"
         )
     )
 
@@ -798,23 +887,60 @@ def records_prune(
     ],
     project: ProjectOption = None,
     records: RecordsOption = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Count what would be dropped; drop nothing.", show_default=False
+        ),
+    ] = False,
 ) -> None:
     """Drop validation results and run records older than N days; never a key ledger entry,
     a baseline or an accepted reset."""
     from kandev_dq.run.records import Records, records_url
 
     with Records(records_url(_project(project), records)) as opened:
-        pruned = opened.prune(keep_days)
+        pruned = opened.prune(keep_days, dry_run=dry_run)
+        verb = "would drop" if dry_run else "dropped"
         say(
-            f"pruned {opened.shown}: {pruned.results} validation result(s) and {pruned.runs} "
-            f"run record(s) from before {pruned.cutoff}; the key ledger is kept whole"
+            f"{'dry run on' if dry_run else 'pruned'} {opened.shown}: {verb} "
+            f"{pruned.results} validation result(s) and {pruned.runs} run record(s) from "
+            f"before {pruned.cutoff}; {pruned.kept_results} result(s) and {pruned.kept_runs} "
+            "run record(s) remain; the key ledger is kept whole"
         )
+
+
+def _whole_short_help(typer_app: typer.Typer) -> None:
+    """A command list shows each command's first paragraph whole, wrapped to the terminal:
+    click would cut it with "..." at the width left beside the names (80 columns: ~60)."""
+
+    def first_paragraph(*docs: object) -> str | None:  # typer's unset values are placeholders
+        doc = next((d for d in docs if isinstance(d, str) and d.strip()), None)
+        return " ".join(doc.strip().split("\n\n")[0].split()) if doc else None
+
+    for info in typer_app.registered_commands:
+        if not isinstance(info.short_help, str):
+            info.short_help = first_paragraph(info.help, getattr(info.callback, "__doc__", None))
+    for group in typer_app.registered_groups:
+        if not isinstance(group.short_help, str):
+            group.short_help = first_paragraph(group.help, group.typer_instance.info.help)
+        _whole_short_help(group.typer_instance)
+
+
+_whole_short_help(app)
 
 
 def main() -> None:
     """Console entry point: one-line errors and documented exit codes, never a traceback."""
+    _errors_as(_format_asked(sys.argv[1:]))
     try:
-        app()
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # a usage error: click's own words, then the document
+        exc.show()  # type: ignore[attr-defined] - every TyperException raised here is click's
+        _error_doc(one_line(exc.format_message()), exc.exit_code)
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        err.print("Aborted!", markup=False)
+        sys.exit(1)
     except KandevDqError as exc:
         _could_not_run(str(exc), int(exc.exit_code))
         sys.exit(int(exc.exit_code))
@@ -830,3 +956,4 @@ def main() -> None:
             int(ExitCode.COULD_NOT_RUN),
         )
         sys.exit(int(ExitCode.COULD_NOT_RUN))
+    sys.exit(code or 0)

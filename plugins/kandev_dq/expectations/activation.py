@@ -35,8 +35,14 @@ _ONE_SECOND = timedelta(seconds=1)
 #: The rule disclosing a write-once record that begins with this run: a fact of the records
 #: database, not of the store (its type, as GX derives it from the class name).
 BASELINE_DISCLOSURE = "expect_write_once_baseline_to_predate_this_run"
-#: How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup).
-ACCEPT_COMMAND = "kandev-dq ledger accept --store STORE --key KEY --reason TEXT"
+
+
+def accept_command(store: str, key: str) -> str:
+    """How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup):
+    the command accepting ``key``'s new value on ``store``, its reason left to fill in."""
+    return f"kandev-dq ledger accept --store '{store}' --key {key} --reason TEXT"
+
+
 ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
@@ -89,6 +95,7 @@ class ExpectActivationKeysToBeWriteOnce(_LedgerExpectation):
                 ),
             )
         now = facts["keys"]  # read as the ledger records them
+        store = ledger.get("store") or "STORE"
         changed = [
             {"key": key, "first_seen": old, "now": now.get(key)}
             for key, old in sorted(first_seen.items())
@@ -106,7 +113,8 @@ class ExpectActivationKeysToBeWriteOnce(_LedgerExpectation):
             observed_value=len(changed),
             message=(
                 f"key rewritten or deleted: {said}; if this was a legitimate reset (a restored "
-                f"backup), record it with `{ACCEPT_COMMAND}`"
+                "backup), record it with "
+                + ", ".join(f"`{accept_command(store, c['key'])}`" for c in changed)
             ),
             unexpected_count=len(changed),
             sample=changed,

@@ -227,6 +227,8 @@ def render(past: History) -> list[str]:
             f"accepted {accept.accepted_at} by {accept.accepted_by}: {accept.key_name} "
             f"{accept.replaced_value!r} -> {accept.accepted_value!r} ({accept.reason})"
         )
+    if not past.runs:  # the ledger outlives pruned runs: say the list is empty, not silently
+        lines.append("no recorded runs (none kept in the records database)")
     for run in past.runs:
         verdict = {True: "PASSED", False: "FAILED", None: "UNFINISHED"}[run.success]
         counts = run.failures

@@ -12,7 +12,6 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Protocol
 
-from kandev_dq.run.results import failing_severities
 from kandev_dq.text import xml_text
 
 
@@ -30,11 +29,15 @@ class Report(Protocol):
     store: str
     run_time: str
     duration_s: float
+    suite_seconds: dict[str, float]
     results: list
 
 
 def junit_xml(report: Report, fail_on: str = "error") -> str:
     """The report as a JUnit XML document (UTF-8 text with its declaration)."""
+    # Imported here: a run that could not start writes its document without loading GX.
+    from kandev_dq.run.results import failing_severities
+
     failing = failing_severities(fail_on)
     suites: dict[str, list[Rule]] = {}
     for rule in report.results:
@@ -52,6 +55,22 @@ def junit_xml(report: Report, fail_on: str = "error") -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def could_not_run_xml(message: str, command: str = "check") -> str:
+    """A JUnit document for a run that could not start: one testcase in error carrying the
+    one-line message, so a CI reading the report gets a document it parses, never 0 bytes."""
+    root = ET.Element("testsuites", name=f"kandev-dq {command}")
+    suite = ET.SubElement(root, "testsuite", name="kandev-dq")
+    case = ET.SubElement(suite, "testcase", classname="kandev_dq", name=f"kandev-dq {command}")
+    error = ET.SubElement(case, "error", message=xml_text(message), type="could_not_run")
+    error.text = xml_text(message)
+    for element in (root, suite):
+        _set_counts(element, tests=1, failures=0)
+        element.set("errors", "1")
+        element.set("time", "0")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
 def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...]) -> ET.Element:
     suite = ET.Element("testsuite", name=name, timestamp=report.run_time)
     properties = ET.SubElement(suite, "properties")
@@ -60,7 +79,7 @@ def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...
     cases = [_case(name, rule, failing) for rule in rules]
     suite.extend(cases)
     _set_counts(suite, tests=len(cases), failures=sum(c.find("failure") is not None for c in cases))
-    suite.set("time", "0")  # GX times the checkpoint, not each suite: the total is on the root
+    suite.set("time", f"{report.suite_seconds.get(name, 0.0):.3f}")
     return suite
 
 

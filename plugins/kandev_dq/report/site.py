@@ -48,7 +48,6 @@ from great_expectations.render import (
     RenderedTableContent,
 )
 from great_expectations.render.renderer.site_builder import SiteBuilder
-from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
 from jinja2 import BytecodeCache, ChoiceLoader, FileSystemLoader
 
@@ -60,7 +59,7 @@ from kandev_dq.report.timeline_chart import start_engine, timeline_svg
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.checkpoint import DOCS_PAGES
 from kandev_dq.run.register import load_register, run_key
-from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.run.results import RuleResult, failed_by_severity, rule_result, suite_verdict
 from kandev_dq.run.results_store import RecordsStoreBackend
 from kandev_dq.text import html_inert
 
@@ -191,6 +190,11 @@ class SuiteRun:
     def failures(self, severity: str) -> int:
         return sum(1 for r in self.rules if not r.success and r.severity == severity)
 
+    @property
+    def verdict(self) -> str:
+        """The suite's verdict by the exit code's rule (:func:`suite_verdict`)."""
+        return suite_verdict(failed_by_severity(self.data))
+
 
 @dataclass
 class Run:
@@ -245,10 +249,8 @@ def collect_overview(context) -> Overview:
 
     def load(key) -> SuiteRun | None:
         if key not in loaded:
-            try:
-                raw = store.store_backend.get(store.key_to_tuple(key))
-                data = json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw)
-            except Exception:  # noqa: BLE001 - one unreadable result must not hide the rest
+            data = stored_json(store, key)
+            if data is None:
                 logger.warning("validation result %s is unreadable: skipped", key.to_tuple())
                 loaded[key] = None
             else:
@@ -301,6 +303,15 @@ def collect_overview(context) -> Overview:
         overview.accepts = records.accepts(identity)
         overview.timeline = timeline(records, identity)
     return overview
+
+
+def stored_json(store, key) -> dict[str, Any] | None:
+    """One validation result as the JSON the results store holds (None: unreadable)."""
+    try:
+        raw = store.store_backend.get(store.key_to_tuple(key))
+        return json.loads(raw) if isinstance(raw, (str, bytes)) else dict(raw)
+    except Exception:  # noqa: BLE001 - one unreadable result must not hide the rest
+        return None
 
 
 def records_of(context):
@@ -461,10 +472,10 @@ def _when(moment: datetime | None) -> str:
 
 
 def _status_icon(passed: bool, severity: str = "error") -> str:
-    if passed:
-        return '<i class="fas fa-check-circle text-success" aria-hidden="true"></i>'
-    colour = {"error": "text-danger", "warning": "text-warning"}.get(severity, "text-info")
-    return f'<i class="fas fa-times {colour}" aria-hidden="true"></i>'
+    # The icons GX's pages get (gx_adapter.SUITE_STATUS): only an error reads as a failure.
+    verdict = "passed" if passed else {"error": "failed", "warning": "warning"}.get(severity)
+    _, icon = gx_adapter.SUITE_STATUS[verdict or "info"]
+    return f'<i class="fas {icon}" aria-hidden="true"></i>'
 
 
 def _verdict(run: Run) -> tuple[str, str]:
@@ -672,10 +683,11 @@ def _runs_section(overview: Overview) -> RenderedSectionContent:
         verdict, colour = _verdict(run)
         suites = []
         for suite_run in run.suites:
-            errors = suite_run.failures("error")
-            warnings = suite_run.failures("warning")
-            passed = not errors and not warnings
-            icon = _status_icon(passed, "error" if errors else "warning")
+            verdict_of_suite = suite_run.verdict
+            icon = _status_icon(
+                verdict_of_suite == "passed",
+                "error" if verdict_of_suite == "failed" else verdict_of_suite,
+            )
             suites.append(
                 _string(
                     icon + " $suite",
@@ -815,6 +827,9 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
         if not r.success
     ]
     flagged.sort(key=lambda item: (item[0], item[1].suite))
+    if latest is None:  # a claim needs a run behind it (after `records prune`, say)
+        blocks.append(_block("No run to report findings of yet.", classes=["text-muted"]))
+        return RenderedSectionContent(content_blocks=blocks, section_name=name)
     if not flagged:
         blocks.append(_block("Every rule of the latest run passed.", classes=["text-success"]))
         return RenderedSectionContent(content_blocks=blocks, section_name=name)
@@ -910,8 +925,9 @@ def index_section(overview: Overview) -> RenderedSectionContent:
     return RenderedSectionContent(content_blocks=[block], section_name="Store overview")
 
 
-class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
-    """GX's index page with the store overview's summary and link on top."""
+class KandevSiteIndexPageRenderer(gx_adapter.KandevSiteIndexTableRenderer):
+    """GX's index page with the store overview's summary and link on top, each result's
+    status its suite's verdict by the exit code's rule."""
 
     def __init__(self, data_context=None) -> None:
         super().__init__()
@@ -919,6 +935,8 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
         self.overview: Overview | None = None
 
     def render(self, index_links_dict):  # type: ignore[override]
+        if self.data_context is not None:
+            _add_verdicts(self.data_context, index_links_dict.get("validations_links", []))
         document = super().render(index_links_dict)
         if document is None or self.data_context is None:
             return document
@@ -928,6 +946,28 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
         except Exception:  # noqa: BLE001 - the index must render even if the summary cannot
             logger.exception("the store overview summary could not be rendered")
         return document
+
+
+def _add_verdicts(context, links: list[dict[str, Any]]) -> None:
+    """Each listed result's suite verdict, read from its stored JSON as the overview reads it;
+    a result that cannot be read keeps GX's own status."""
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    store = context.validation_results_store
+    for link in links:
+        key = ValidationResultIdentifier(
+            ExpectationSuiteIdentifier(link["expectation_suite_name"]),
+            link["run_id"],
+            link["batch_identifier"],
+        )
+        data = stored_json(store, key)
+        if data is None:
+            logger.warning("validation result %s is unreadable: GX's status kept", key.to_tuple())
+            continue
+        link["kandev_verdict"] = suite_verdict(failed_by_severity(data))
 
 
 # --- the site builder --------------------------------------------------------------------------

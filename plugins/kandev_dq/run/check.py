@@ -52,6 +52,8 @@ class CheckReport:
     run_name: str = ""
     run_time: str = ""  #: RFC 3339, UTC (``Z``)
     duration_s: float = 0.0
+    #: Each suite's own duration in the run (JUnit's per-suite ``time``).
+    suite_seconds: dict[str, float] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     #: Against the last run of this checkpoint on this store: its run time, the rules failing
     #: now that did not then (``new``), and those that failed then and pass now (``resolved``).
@@ -138,7 +140,10 @@ def _run_with_records(
             )
             # The write-once rules take the key ledger from the records database themselves
             # (kandev_dq.run.write_once), as on a checkpoint run through GX's own API.
-            outcome = runs.run_checkpoint(context, checkpoint, run_id, progress)
+            suite_seconds: dict[str, float] = {}
+            outcome = runs.run_checkpoint(
+                context, checkpoint, run_id, progress, suite_seconds=suite_seconds
+            )
         baseline = records.baseline(identity)
         report = CheckReport(
             store=store.shown,
@@ -155,6 +160,7 @@ def _run_with_records(
             ],
             records=records.shown,
             baseline_taken_at=baseline.taken_at if baseline else "",
+            suite_seconds=suite_seconds,
         )
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
@@ -220,8 +226,10 @@ def gx_version() -> str:
 def verdict_line(report: CheckReport) -> str:
     errors, warnings = len(report.failures("error")), len(report.failures("warning"))
     word = "PASSED" if report.success else "FAILED"
+    # The run's name and time: a log appending nightly runs reads which verdict is which.
     return (
-        f"{word}: checkpoint {report.checkpoint} on {report.store} ({report.dialect}), "
+        f"{word}: checkpoint {report.checkpoint} run {report.run_name} at {report.run_time} "
+        f"on {report.store} ({report.dialect}), "
         f"state {report.state}; {errors} error(s), {warnings} warning(s) "
         f"of {len(report.results)} rules"
     )

@@ -40,6 +40,7 @@ import hashlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -110,14 +111,22 @@ def new_run_id(checkpoint: str, identity: str):
     return RunIdentifier(run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC))
 
 
-def run_checkpoint(context, checkpoint: str, run_id, progress: Progress | None = None):
-    """Run ``checkpoint`` as GX does; report its progress."""
+def run_checkpoint(
+    context,
+    checkpoint: str,
+    run_id,
+    progress: Progress | None = None,
+    suite_seconds: dict[str, float] | None = None,
+):
+    """Run ``checkpoint`` as GX does; report its progress, and each suite's duration into
+    ``suite_seconds`` (from the previous suite's result stored, or the run's start, to its own:
+    GX times only the whole checkpoint)."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     gx_checkpoint = context.checkpoints.get(checkpoint)
     # In memory only (never saved): no tqdm bars, whatever the project's yml says.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    with _reporting(context, gx_checkpoint, progress):
+    with _reporting(context, gx_checkpoint, progress, suite_seconds):
         token = DOCS_PAGES.set("results")
         try:
             result = gx_checkpoint.run(run_id=run_id)
@@ -146,13 +155,22 @@ def _build_run_wide_pages(context, gx_checkpoint) -> None:
 
 
 @contextmanager
-def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[None]:
+def _reporting(
+    context, gx_checkpoint, progress: Progress | None, suite_seconds: dict[str, float] | None
+) -> Iterator[None]:
     """Report each suite as GX stores its result (GX runs them in checkpoint order)."""
-    if progress is None:
+    if progress is None and suite_seconds is None:
         yield
         return
+    last = [time.perf_counter()]
 
     def report(suite_validation_result) -> None:
+        now = time.perf_counter()
+        if suite_seconds is not None:
+            suite_seconds[suite_validation_result.suite_name] = round(now - last[0], 3)
+        last[0] = now
+        if progress is None:
+            return
         try:
             progress.suite_done(
                 suite_validation_result.suite_name, failed_by_severity(suite_validation_result)
@@ -163,12 +181,14 @@ def _reporting(context, gx_checkpoint, progress: Progress | None) -> Iterator[No
     suites = [
         (v.suite.name, len(v.suite.expectations)) for v in gx_checkpoint.validation_definitions
     ]
-    progress.started(gx_checkpoint.name, suites)
+    if progress is not None:
+        progress.started(gx_checkpoint.name, suites)
     try:
         with gx_adapter.on_each_result(context, report):
             yield
     finally:
-        progress.finished()
+        if progress is not None:
+            progress.finished()
 
 
 # --- notifications -----------------------------------------------------------------------------

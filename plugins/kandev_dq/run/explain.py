@@ -30,6 +30,10 @@ from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
 
 #: Rows ``explain --run`` shows in its table (the total is always counted).
 SHOWN_ROWS = 50
+#: The observed value of a rule that counts rows a store cannot hold yet (a missing table or
+#: column): its finding's message says what is missing.
+NOT_APPLICABLE = "not applicable"
+COUNTS_NO_ROWS = "this rule counts no rows (it judges keys, the schema or a state)"
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class Explanation:
     message: str
     #: False when the rule was not judged here (a ledger rule without a record of the store).
     judged: bool = True
+    #: Why ``query`` is None: the rule counts no rows, or this store lacks what it counts.
+    no_query: str = ""
     #: With ``run``: how many rows the query returns, and the rows read (capped or all).
     total: int | None = None
     columns: list[str] = field(default_factory=list)
@@ -146,6 +152,7 @@ def explain(
             ledger = recorded_ledger(
                 project or default_project(), records, store_identity(store.url)
             )
+            ledger = ledger and ledger | {"store": store.shown}  # named in the rule's remedy
         found = finding_in(read, store.engine, rule, ledger)
         if WRITE_ONCE_LEDGER in rule.expectation.judged_metrics and ledger is None:
             found = Finding(
@@ -171,6 +178,12 @@ def explain(
             message=found.message,
             judged=not (WRITE_ONCE_LEDGER in rule.expectation.judged_metrics and ledger is None),
         )
+        if found.listing is None:  # never "counts no rows" for a rule whose table is missing
+            explained.no_query = (
+                f"this rule counts rows, but not on this store: {found.message}"
+                if found.observed_value == NOT_APPLICABLE
+                else COUNTS_NO_ROWS
+            )
         if run and found.listing is not None:
             listed = found.listing.select
             conn = read.connection

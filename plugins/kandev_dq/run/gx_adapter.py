@@ -44,8 +44,19 @@ from great_expectations.render.renderer import (
     ExpectationSuitePageRenderer,
     ValidationResultsPageRenderer,
 )
+from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
 
 from kandev_dq.contract.rule_index import SUITE_TABLES
+from kandev_dq.run.results import failed_by_severity, suite_verdict
+
+#: How a suite's verdict (:func:`kandev_dq.run.results.suite_verdict`) reads in the data docs:
+#: its word and its Font Awesome icon. Only ``failed`` reads as a failure (the exit code's rule).
+SUITE_STATUS = {
+    "passed": ("Succeeded", "fa-check-circle text-success"),
+    "warning": ("Succeeded with warnings", "fa-exclamation-triangle text-warning"),
+    "info": ("Succeeded with info findings", "fa-info-circle text-info"),
+    "failed": ("Failed", "fa-times text-danger"),
+}
 
 
 @contextmanager
@@ -158,9 +169,14 @@ class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
     @classmethod
     def _render_validation_header(cls, validation_results):
         header = super()._render_validation_header(validation_results)
+        params = header.subheader.string_template["params"]
         tables = SUITE_TABLES.get(validation_results.suite_name)
         if tables:
-            header.subheader.string_template["params"]["data_asset_name"] = ", ".join(tables)
+            params["data_asset_name"] = ", ".join(tables)
+        # GX's "Status" fails a suite on any failed rule, an info disclosure too.
+        word, icon = SUITE_STATUS[suite_verdict(failed_by_severity(validation_results))]
+        params["success"] = word
+        params["html_success_icon"] = f'<i class="fas {icon}" aria-hidden="true"></i>'
         return header
 
     def _determine_page_title(self, run_name, run_time, data_asset_name, expectation_suite_name):
@@ -181,3 +197,33 @@ class KandevExpectationSuitePageRenderer(ExpectationSuitePageRenderer):
         judged = f", judging {', '.join(tables)}" if tables else ""
         notes.text[0] = f"This Expectation suite currently contains {count} Expectations{judged}."
         return notes
+
+
+class KandevSiteIndexTableRenderer(SiteIndexPageRenderer):
+    """GX's index table, each result's status cell showing its suite's verdict.
+
+    A link dict may carry ``kandev_verdict`` (:func:`kandev_dq.run.results.suite_verdict`); GX's
+    own cell and filter text read only ``validation_success``, which fails on any failed rule.
+    """
+
+    @classmethod
+    def _generate_validation_results_link_table(cls, index_links_dict):
+        table = super()._generate_validation_results_link_table(index_links_dict)
+        links = index_links_dict.get("validations_links", [])
+        for row, link in zip(table.table_data, links, strict=True):
+            verdict = link.get("kandev_verdict")
+            if verdict is None:
+                continue
+            word, icon = SUITE_STATUS[verdict]
+            cell = row["validation_success"]
+            cell.string_template["styling"]["params"]["validation_success"]["classes"] = [
+                "fas",
+                *icon.split(),
+                "ge-failed-icon" if verdict == "failed" else "ge-success-icon",
+                f"kandev-status-{verdict}",
+            ]
+            cell.string_template["styling"]["params"]["validation_success"]["attributes"] = {
+                "title": word
+            }
+            row["_validation_success_text"] = word
+        return table

@@ -589,18 +589,31 @@ class Records:
 
     # --- retention --------------------------------------------------------------------------------
 
-    def prune(self, keep_days: int, now: dt.datetime | None = None) -> Pruned:
-        """Drop validation results and run records older than ``keep_days``; never a ledger
-        row, a baseline or an accept (write-once needs them forever, AC-24)."""
+    def prune(
+        self, keep_days: int, now: dt.datetime | None = None, *, dry_run: bool = False
+    ) -> Pruned:
+        """Drop validation results and run records older than ``keep_days`` (``dry_run``: only
+        count them); never a ledger row, a baseline or an accept (write-once needs them
+        forever, AC-24). The counts include what is kept, so a reader sees what remains."""
         if keep_days < 0:
             raise KandevDqError(f"--keep-days must be 0 or more, not {keep_days}")
         cutoff = now_text((now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=keep_days))
+        old_results = results.c.stored_at < cutoff
+        old_runs = runs.c.run_time < cutoff
         with self.engine.begin() as conn:
-            dropped_results = conn.execute(
-                results.delete().where(results.c.stored_at < cutoff)
-            ).rowcount
-            dropped_runs = conn.execute(runs.delete().where(runs.c.run_time < cutoff)).rowcount
-        return Pruned(cutoff, dropped_results, dropped_runs)
+
+            def count(table: sa.Table, *where) -> int:
+                query = sa.select(sa.func.count()).select_from(table).where(*where)
+                return conn.execute(query).scalar()
+
+            dropped_results, dropped_runs = count(results, old_results), count(runs, old_runs)
+            if not dry_run:
+                conn.execute(results.delete().where(old_results))
+                conn.execute(runs.delete().where(old_runs))
+            total_results, total_runs = count(results), count(runs)
+        if dry_run:
+            total_results, total_runs = total_results - dropped_results, total_runs - dropped_runs
+        return Pruned(cutoff, dropped_results, dropped_runs, total_results, total_runs, dry_run)
 
 
 @dataclass
@@ -627,6 +640,11 @@ class Accept:
     accepted_by: str
     reason: str
 
+    @property
+    def unchanged(self) -> bool:
+        """Whether the accepted value is the one already expected (the accept changes nothing)."""
+        return self.accepted_value == self.replaced_value
+
 
 @dataclass
 class LedgerEntry:
@@ -642,6 +660,10 @@ class Pruned:
     cutoff: str
     results: int
     runs: int
+    #: What remains (would remain, on a dry run) after the prune.
+    kept_results: int = 0
+    kept_runs: int = 0
+    dry_run: bool = False
 
 
 @dataclass

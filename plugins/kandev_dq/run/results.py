@@ -80,10 +80,23 @@ def suite_success(suite_validation_result, fail_on: str = "error") -> bool:
 
 
 def failed_by_severity(suite_validation_result) -> dict[str, int]:
-    """Failed rules of one GX suite result by kandev-dq severity (error, warning, info)."""
+    """Failed rules of one GX suite result (a GX object or its stored JSON) by kandev-dq
+    severity (error, warning, info)."""
     counts = {"error": 0, "warning": 0, "info": 0}
-    for result in suite_validation_result.results:
+    results = getattr(suite_validation_result, "results", None)
+    if results is None:
+        results = suite_validation_result.get("results") or []
+    for result in results:
         rule = rule_result(result)
         if not rule.success:
             counts[rule.severity] = counts.get(rule.severity, 0) + 1
     return counts
+
+
+def suite_verdict(counts: dict[str, int], fail_on: str = "error") -> str:
+    """One suite's verdict from :func:`failed_by_severity`: ``failed`` when a failing severity
+    failed (the exit code's rule), else ``warning`` or ``info`` for what did not pass without
+    failing, else ``passed``. GX's own ``success`` fails a suite on any failed rule."""
+    if any(counts.get(severity) for severity in failing_severities(fail_on)):
+        return "failed"
+    return next((s for s in ("warning", "info") if counts.get(s)), "passed")

@@ -22,7 +22,7 @@ from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, refuse_the_store
 from kandev_dq.run.results_store import RecordsStoreBackend
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import gx_facts
+from kandev_dq.store.access import gx_facts, shown_store
 from kandev_dq.store.snapshot import pin_of
 
 #: The run name a first sighting records when GX's own API runs the checkpoint: GX does not
@@ -57,7 +57,8 @@ def records_of(context) -> Records:
 
 
 def write_once_ledger(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
-    """``{"first_seen": {key: value}, "baseline": {...}}`` for the store being validated."""
+    """``{"first_seen": {key: value}, "baseline": {...}, "store": shown}`` for the store being
+    validated."""
     gx_engine = execution_engine.engine
     records = records_of(gx_adapter.validating_context(execution_engine))
     # Validation never writes to the store it validates: checked on every path.
@@ -65,7 +66,8 @@ def write_once_ledger(execution_engine, params: dict[str, Any]) -> dict[str, Any
     keys = gx_facts(gx_engine, "kandev.write_once_keys", read_keys)
     pin = pin_of(gx_engine)
     run_name = pin.run_name if pin is not None and pin.run_name else GX_API_RUN
-    return take_ledger(records, store_identity(gx_engine.url), keys, run_name)
+    ledger = take_ledger(records, store_identity(gx_engine.url), keys, run_name)
+    return ledger | {"store": shown_store(gx_engine.url)}  # named in the rule's remedy
 
 
 register_metric(WRITE_ONCE_LEDGER, write_once_ledger)

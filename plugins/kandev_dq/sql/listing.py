@@ -28,6 +28,7 @@ from sqlalchemy.engine import Dialect
 
 from kandev_dq.contract.tables import StoredTimestamp
 from kandev_dq.sql.dialect import utc_instant
+from kandev_dq.sql.shown import verbatim
 
 #: The column a listing adds to say why each row is listed.
 REASON = "reason"
@@ -43,16 +44,29 @@ def _stored_timestamp(column: sa.ColumnElement) -> sa.ColumnElement | None:
     return inner if isinstance(inner.type, StoredTimestamp | sa.DateTime) else None
 
 
+def instant_columns(sample: sa.Select) -> list[sa.ColumnElement]:
+    """``sample``'s columns, each stored timestamp as the text the store holds (verbatim, not
+    parsed) with its exact instant beside it: what a listing and a sample show (AC-24e)."""
+    columns: list[sa.ColumnElement] = []
+    for column in sample.selected_columns:
+        stored = _stored_timestamp(column)
+        if stored is None:
+            columns.append(column)
+            continue
+        columns.append(verbatim(stored).label(column.key))
+        columns.append(utc_instant(stored).label(f"{column.key}{INSTANT_SUFFIX}"))
+    return columns
+
+
+def with_instants(sample: sa.Select) -> sa.Select:
+    """``sample`` with :func:`instant_columns` (its rows, order and limit kept)."""
+    return sample.with_only_columns(*instant_columns(sample), maintain_column_froms=True)
+
+
 def listing_select(sample: sa.Select, reason: str) -> sa.Select:
     """``sample`` (its rows, order and columns) with every stored timestamp's exact instant
     beside it and the ``reason``, unlimited: the rows a rule counted, as a reviewer reads them."""
-    columns: list[sa.ColumnElement] = []
-    for column in sample.selected_columns:
-        columns.append(column)
-        stored = _stored_timestamp(column)
-        if stored is not None:
-            columns.append(utc_instant(stored).label(f"{column.key}{INSTANT_SUFFIX}"))
-    columns.append(sa.literal(reason, sa.Text).label(REASON))
+    columns = [*instant_columns(sample), sa.literal(reason, sa.Text).label(REASON)]
     return sample.limit(None).with_only_columns(*columns, maintain_column_froms=True)
 
 

@@ -30,7 +30,7 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import parse_stored, utc_text
 from kandev_dq.contract.tables import task_session_messages as messages
 from kandev_dq.sql.dialect import metadata_doc
-from kandev_dq.sql.shown import prepare, shown
+from kandev_dq.sql.shown import StoredText, prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
 T = TypeVar("T")
@@ -261,11 +261,12 @@ def sample_of(
     the SQL: a huge value is never fetched whole, and a timestamp Python cannot hold
     (PostgreSQL's ``infinity``, CONTRACT §1 timestamps) reads as its text."""
     prepare(conn)
+    stored = {c.key for c in stmt.selected_columns if isinstance(c.type, StoredText)}
     cut = stmt.with_only_columns(
         *(_cut(column) for column in stmt.selected_columns), maintain_column_froms=True
     )
     rows = conn.execute(cut.limit(limit)).mappings()
-    return [{k: display(v) for k, v in row.items()} for row in rows]
+    return [{k: v if k in stored else display(v) for k, v in row.items()} for row in rows]
 
 
 def _cut(column: sa.ColumnElement) -> sa.ColumnElement:

@@ -14,7 +14,7 @@ from typing import Any, NotRequired, TypedDict
 
 import sqlalchemy as sa
 
-from kandev_dq.sql.listing import Listing, listing_of
+from kandev_dq.sql.listing import Listing, listing_of, with_instants
 from kandev_dq.sql.messages import sample_of
 
 
@@ -49,7 +49,7 @@ def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
 def part(conn: sa.Connection, count: int, sample: sa.Select | None, reason: str = "") -> Part:
     """A count read by the counting statement, with a capped sample only when non-zero, and
     (given a ``reason``) the listing of every counted row the sample is taken from."""
-    shown = sample_of(conn, sample) if count and sample is not None else []
+    shown = sample_of(conn, with_instants(sample)) if count and sample is not None else []
     found: Part = {"count": count, "sample": shown}
     if reason and sample is not None:
         found["listing"] = listing_of(conn, sample, reason)

@@ -83,3 +83,17 @@ def shown(value: sa.ColumnElement, limit: int = KEY_DISPLAY_LIMIT) -> sa.ColumnE
         + "]"
     )
     return sa.case((sa.and_(length <= limit, size <= 4 * limit), text), else_=summary)
+
+
+class StoredText(sa.types.TypeDecorator):
+    """A stored timestamp's own text, read as the store holds it (SQLite's text; PostgreSQL's
+    text of its value): shown verbatim beside its exact instant, never normalised, so a
+    text-form fault (AC-24e) is visible as the store has it."""
+
+    impl = sa.Text
+    cache_ok = True
+
+
+def verbatim(column: sa.ColumnElement) -> sa.ColumnElement:
+    """``column`` as its stored text (:class:`StoredText`)."""
+    return sa.type_coerce(sa.cast(column, sa.Text), StoredText)
