@@ -123,3 +123,27 @@ def test_a_standing_failure_notifies_once_and_its_recovery_once(
 
     run_check(project, target.url, "nightly")
     assert len(receiver.received) == 2, "nothing changed"
+
+
+def _overview_text(project) -> str:
+    import html
+    import re
+
+    page = project / "uncommitted" / "data_docs" / "local_site" / "overview.html"
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", "", page.read_text(), flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+def test_the_data_docs_overview_marks_new_standing_and_resolved_findings(sqlite_target, project):
+    """The overview's findings read as `check` marks them (the overview reads the records
+    database only: one dialect suffices)."""
+    failing(sqlite_target)
+    first = run_check(project, sqlite_target.url, "nightly")
+    assert "(new) " in _overview_text(project)
+    run_check(project, sqlite_target.url, "nightly")
+    assert f"(failing since {first.run_time}) " in _overview_text(project)
+    _repair(sqlite_target)
+    recovered = run_check(project, sqlite_target.url, "nightly")
+    shown = _overview_text(project)
+    assert f"Resolved since the last run ({recovered.changes['previous_run']})" in shown
+    assert f"failing since {first.run_time})" in shown

@@ -57,6 +57,7 @@ from kandev_dq.expectations.base import listing_block
 from kandev_dq.report.history import Timeline, timeline
 from kandev_dq.report.timeline_chart import start_engine, timeline_svg
 from kandev_dq.run import gx_adapter
+from kandev_dq.run.changes import Changes, changes_since, rule_key
 from kandev_dq.run.checkpoint import DOCS_PAGES
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, failed_by_severity, rule_result, suite_verdict
@@ -224,6 +225,8 @@ class Overview:
     #: The latest run's store in the records: its write-once baseline and accepted resets.
     baseline: Any = None
     accepts: list[Any] = field(default_factory=list)
+    #: The latest run against the last run of its checkpoint on its store (new, since, resolved).
+    changes: Changes | None = None
 
     @property
     def latest(self) -> Run | None:
@@ -295,6 +298,11 @@ def collect_overview(context) -> Overview:
             return load(key)
         return None
 
+    if latest is not None and latest.record and records is not None:
+        # As `check` marks them: against the last finished run of the same name before it.
+        previous = records.last_finished_run(latest.record["run_name"], before=latest.run_key)
+        results = [rule_result(r, suite=s.suite) for s in latest.suites for r in s.results]
+        overview.changes = changes_since(previous, results, latest.record["run_time"])
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)
     identity = ((latest.record or {}) if latest else {}).get("store_identity")
@@ -847,12 +855,52 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
                     "$rule <span class='text-muted'>($ac)</span>",
                     {"rule": _rule_text(rule.expectation), "ac": ", ".join(rule.rules)},
                 ),
-                [_string("$m", {"m": _short(rule.message)})]
+                [
+                    _string(
+                        "$mark$m",
+                        {
+                            "mark": _standing(overview, suite_run.suite, rule),
+                            "m": _short(rule.message),
+                        },
+                    )
+                ]
                 + ([listing_block(rule.query, rule.unexpected_count)] if rule.query else []),
             ]
         )
     blocks.append(_table(["severity", "suite", "rule (AC ids)", "finding"], rows))
+    blocks.extend(_resolved(overview))
     return RenderedSectionContent(content_blocks=blocks, section_name=name)
+
+
+def _standing(overview: Overview, suite: str, rule: RuleResult) -> str:
+    """A finding against the last run of its checkpoint on its store: new, or since when."""
+    changes = overview.changes
+    if changes is None:
+        return ""
+    key = rule_key(suite, rule.expectation)
+    if key in changes.new:
+        return "(new) "
+    since = changes.since.get(key)
+    return f"(failing since {since}) " if since else ""
+
+
+def _resolved(overview: Overview) -> list[Any]:
+    """What failed in the last run of the latest run's checkpoint on its store and passes now."""
+    changes = overview.changes
+    if changes is None or not changes.resolved:
+        return []
+    said = "; ".join(
+        f"{r['suite']}: {_rule_text(r['expectation'])} ({r['severity']}, failing since "
+        f"{r['since']})"
+        for r in changes.resolved
+    )
+    return [
+        _block(
+            "Resolved since the last run ($previous): $said",
+            params={"previous": str(changes.previous_run), "said": said},
+            classes=["text-success"],
+        )
+    ]
 
 
 def _timeline_section(overview: Overview) -> RenderedSectionContent:

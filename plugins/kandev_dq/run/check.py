@@ -22,7 +22,7 @@ from kandev_dq.run.changes import changes_since, rule_key
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import DATASOURCE, load_context
 from kandev_dq.run.records import JSON_LEDGER, Records, records_url, refuse_the_store
-from kandev_dq.run.register import finish_run, record_run
+from kandev_dq.run.register import finish_run, record_run, run_key
 from kandev_dq.run.results import RuleResult, failing_severities, rule_result
 from kandev_dq.run.results_store import attach_records
 from kandev_dq.run.versions import kandev_dq_version, server_version
@@ -172,9 +172,8 @@ def _run_with_records(
             "store_server": server,
         }
         # Against the last finished run of this checkpoint on this store (the same run name).
-        changes = changes_since(
-            records.last_finished_run(run_id.run_name), report.results, report.run_time
-        )
+        previous = records.last_finished_run(run_id.run_name, before=run_key(run_id))
+        changes = changes_since(previous, report.results, report.run_time)
         for r in report.results:
             key = rule_key(r.suite, r.expectation)
             r.failing_since, r.new = changes.since.get(key), key in changes.new

@@ -511,11 +511,13 @@ class Records:
                 .values(**values)
             )
 
-    def last_finished_run(self, run_name: str) -> dict[str, Any] | None:
-        """The newest finished run named ``run_name`` (one checkpoint on one store)."""
+    def last_finished_run(self, run_name: str, before: str | None = None) -> dict[str, Any] | None:
+        """The newest finished run named ``run_name`` (one checkpoint on one store), of those
+        with a run key before ``before`` when it is given."""
         query = (
             sa.select(runs)
             .where(runs.c.run_name == run_name, runs.c.finished.is_(True))
+            .where(runs.c.run_key < before if before is not None else sa.true())
             # The run key is the run time as GX writes it: the (run_name, run_key) index serves.
             .order_by(runs.c.run_key.desc(), runs.c.id.desc())
             .limit(1)
