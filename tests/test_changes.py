@@ -95,7 +95,11 @@ def _repair(target) -> None:
 
 @pytest.mark.parametrize("when", ["change", "always"])
 def test_a_standing_failure_notifies_once_and_its_recovery_once(
-    when, target, project, monkeypatch, receiver  # noqa: F811 - the fixture
+    when,
+    target,
+    project,
+    monkeypatch,
+    receiver,  # noqa: F811 - the fixture
 ):
     failing(target)
     configure(monkeypatch, "api", receiver.url)

@@ -21,7 +21,6 @@ from ruamel.yaml import YAML
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run import project as project_module
 from kandev_dq.run import vetting
 from kandev_dq.run.project import PROJECT_FILE, refuse_project_code
 from tests.gxhelpers import REPO
@@ -343,8 +342,6 @@ def test_the_declared_arguments_are_the_classes_own_fields():
         for rule in RULE_INDEX
     } == vetting.DECLARED_KWARGS
     assert vetting.RECORDS_VARIABLE == RECORDS_VARIABLE
-    names = ("PROJECT_FILE", "CHECKPOINT_DIR", "SUITE_DIR", "DEFINITION_DIR", "URL_VARIABLE")
-    assert {n: getattr(vetting, n) for n in names} == {n: getattr(project_module, n) for n in names}
 
 
 # --- every trick at once, through the CLI ------------------------------------------------------

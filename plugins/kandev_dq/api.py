@@ -56,10 +56,8 @@ def check(
     """
     from kandev_dq.run import inputs
 
-    folder = inputs.project_folder(Path(project) if project is not None else None)
-    inputs.project_as_data(folder, allow_project_code)
-    inputs.checkpoint_name(folder, checkpoint)
-    inputs.kandev_store(store)
+    project = Path(project) if project is not None else None
+    folder = inputs.run_inputs(project, store, checkpoint, allow_project_code)
     with loading_gx():
         from kandev_dq.run.check import run_check
 

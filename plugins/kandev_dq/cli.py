@@ -206,13 +206,10 @@ def _checked_inputs(
     project: Path | None, store: str | None, checkpoint: str, allow_project_code: bool
 ) -> Path:
     """The project folder, once it, the checkpoint name and the store have been vetted
-    without GX (:mod:`kandev_dq.run.inputs`): bad input fails in well under a second."""
+    without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
     from kandev_dq.run import inputs
 
-    folder = _vetted_project(project, allow_project_code)
-    inputs.checkpoint_name(folder, checkpoint)
-    inputs.kandev_store(store)
-    return folder
+    return inputs.run_inputs(project, store, checkpoint, allow_project_code)
 
 
 def _used(project: Path) -> None:
@@ -295,19 +292,19 @@ def check(
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     _errors_as(output)
-    folder = _checked_inputs(project, store, checkpoint, allow_project_code)
-    report = api.check(
+    report = api.check(  # vets its inputs before GX loads, as _checked_inputs does
         store,
         checkpoint,
-        folder,
+        project,
         records=records,
         allow_project_code=allow_project_code,
         progress=_progress(quiet),
     )
     from kandev_dq.run.check import verdict_line
+    from kandev_dq.run.inputs import project_folder
 
     if not quiet:
-        _used(folder)
+        _used(project_folder(project))
     if output is CheckFormat.json:
         print(json.dumps(report.to_json(), default=str))
     elif output is CheckFormat.junit:
@@ -494,12 +491,7 @@ def explain(
         return
     say(f"{found.expectation} [{', '.join(found.rules)}] {found.severity}, suite {found.suite}")
     say(found.sentence)
-    say(
-        one_line(
-            f"on {found.store} ({found.dialect}): "
-            f"{_verdict_word(found)}: {found.message}"
-        )
-    )
+    say(one_line(f"on {found.store} ({found.dialect}): {_verdict_word(found)}: {found.message}"))
     if found.query is None:
         say(one_line(f"{found.no_query}: no query"))
         return

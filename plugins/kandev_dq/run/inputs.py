@@ -43,6 +43,17 @@ def project_as_data(folder: Path, allow_project_code: bool) -> Path:
     return folder
 
 
+def run_inputs(
+    project: Path | None, store: str | None, checkpoint: str, allow_project_code: bool
+) -> Path:
+    """A run's project folder, once it (as data, unless the user opted in), the checkpoint
+    name and the store have been vetted: bad input fails in well under a second."""
+    folder = project_as_data(project_folder(project), allow_project_code)
+    checkpoint_name(folder, checkpoint)
+    kandev_store(store)
+    return folder
+
+
 def checkpoint_names(project: Path) -> list[str]:
     """The checkpoints a project keeps as files (``checkpoints/<name>.json``)."""
     return sorted(path.stem for path in (Path(project) / CHECKPOINT_DIR).glob("*.json"))

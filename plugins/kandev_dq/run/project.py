@@ -27,10 +27,19 @@ from typing import Any
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
 
-PROJECT_FILE = "great_expectations.yml"
-#: The GX config variable the data source's URL comes from. Users name a store with the same
-#: environment variable; GX's runtime environment, where kandev-dq puts the URL, ranks above it.
-URL_VARIABLE = "KANDEV_STORE_URL"
+# The project's parts, named once where the vetting (which reads them before GX) defines them.
+# URL_VARIABLE is the GX config variable the data source's URL comes from: users name a store
+# with the same environment variable; GX's runtime environment, where kandev-dq puts the URL,
+# ranks above it.
+from kandev_dq.run.vetting import (
+    CHECKPOINT_DIR,
+    DEFINITION_DIR,
+    PROJECT_FILE,
+    SUITE_DIR,
+    URL_VARIABLE,
+    vet_project,
+)
+
 DATASOURCE = "kandev_store"
 #: Each suite's data asset: the table it judges first (the keys, the messages, the subagent
 #: rows). Every asset is of the one data source, so one run reads them all in one pinned snapshot.
@@ -42,9 +51,6 @@ SUITE_ASSETS: dict[str, str] = {
     "backfill": "task_session_messages",
 }
 BATCH = "whole_table"
-SUITE_DIR = "expectations"
-CHECKPOINT_DIR = "checkpoints"
-DEFINITION_DIR = "validation_definitions"
 
 
 #: Arguments a suite gives one of its expectations beyond the class's defaults.
@@ -162,8 +168,6 @@ def refuse_project_code(root: Path) -> None:
     A project is data: checkouts written by others are checked with it. This reads its files
     before GX does and imports nothing (:mod:`kandev_dq.run.vetting`).
     """
-    from kandev_dq.run.vetting import vet_project
-
     vet_project(root)
 
 

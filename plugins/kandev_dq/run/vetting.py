@@ -26,13 +26,13 @@ from kandev_dq.errors import KandevDqError
 from kandev_dq.text import one_line
 
 #: GX's names for a file context's parts, which kandev-dq's projects keep: the yml, and where
-#: each store keeps its JSON unless the yml says otherwise. :mod:`kandev_dq.run.project`, which
-#: writes them, imports this module, so they are repeated here; a test holds the two equal.
+#: each store keeps its JSON unless the yml says otherwise (:mod:`kandev_dq.run.project`, which
+#: writes them, takes them from here).
 PROJECT_FILE = "great_expectations.yml"
 CHECKPOINT_DIR = "checkpoints"
 SUITE_DIR = "expectations"
 DEFINITION_DIR = "validation_definitions"
-#: The store variable (``kandev_dq.run.project.URL_VARIABLE``), the data source's URL.
+#: The store variable: the data source's URL.
 URL_VARIABLE = "KANDEV_STORE_URL"
 #: Modules a project's config may name by default: kandev-dq's own and GX's own.
 TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
