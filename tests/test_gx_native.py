@@ -333,3 +333,26 @@ def test_a_project_naming_code_of_its_own_does_not_load_on_gx_path_unless_opted_
     assert "planted_module" in refused["message"] and "project code" in refused["message"]
     [allowed] = native_runs(jobs, tmp_path, {"KANDEV_DQ_ALLOW_PROJECT_CODE": "1"})
     assert "project code" not in allowed.get("message", "")
+
+
+def test_gx_path_reads_the_store_through_a_read_only_connection(target):
+    """With no pinned snapshot (a checkpoint run through GX's API), a family of facts is read
+    through kandev-dq's read-only connection to the data source's URL, not GX's read-write
+    engine: a statement that writes fails, and the store keeps nothing of it."""
+    import sqlalchemy as sa
+
+    from kandev_dq.store.access import gx_facts
+
+    materialise("healthy_baseline", target.url)
+    gx_engine = sa.create_engine(gx_url(target.dialect, target.url))  # as GX makes its engine
+
+    def planting(conn):
+        conn.exec_driver_sql("CREATE TABLE planted (a integer)")
+        return {}
+
+    try:
+        with pytest.raises(sa.exc.DBAPIError, match="read-only|readonly"):
+            gx_facts(gx_engine, "planting", planting)
+    finally:
+        gx_engine.dispose()
+    assert "planted" not in sa.inspect(target.engine).get_table_names()
