@@ -30,6 +30,11 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
     the rows it can read, and the rows are named here (SQLite: ``json_valid``; PostgreSQL:
     the rows ``::jsonb`` rejects, located without a second scan when a statement has already
     met them).
+
+    On SQLite, metadata stored as a BLOB, an integer or a real is named too, whatever it
+    holds: a BLOB is read as the text of its bytes (so a subagent message bound as bytes is
+    still backfilled and counted by writer health), a number is a scalar with no kind. The
+    contract's column is TEXT; a writer binding anything else is named, never skipped.
     """
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
@@ -50,15 +55,26 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
                 message="every message's metadata is JSON, NULL, '' or 'null'",
                 unexpected_count=0,
             )
+        not_text = part.get("not_text", 0)  # SQLite: stored as a BLOB, integer or real
+        said = []
+        if count > not_text:  # the rest: text that is not JSON
+            said.append(
+                f"{count - not_text} message(s) hold metadata text that is not "
+                f"JSON (or nests deeper than {JSON_MAX_DEPTH} levels): read as {{}} on both "
+                "dialects (AC-23b), so the backfill skips them and writer health cannot see "
+                "them; a subagent among them goes unrecorded and unchecked"
+            )
+        if not_text:
+            said.append(
+                f"{not_text} message(s) hold metadata stored as a BLOB, an integer or a real, "
+                "not as text (SQLite, stored_type in the sample): a BLOB is read as the text of "
+                "its bytes, a number has no kind (AC-23b), so a writer binding bytes is "
+                "detected, not trusted"
+            )
         return Finding(
             success=False,
             observed_value=count,
-            message=(
-                f"{count} message(s) hold metadata that is not JSON (or nests deeper than "
-                f"{JSON_MAX_DEPTH} levels): read as {{}} on both dialects (AC-23b), so the "
-                "backfill skips them and writer health cannot see them; a subagent among them "
-                "goes unrecorded and unchecked. Rewrite them as JSON"
-            ),
+            message="; ".join(said) + ". Rewrite them as JSON text",
             unexpected_count=count,
             sample=part["sample"],
         )

@@ -47,7 +47,7 @@ from kandev_dq.sql.mapping import (
     qualifies,
     subagent_messages,
 )
-from kandev_dq.sql.messages import count_and_sample, message_doc
+from kandev_dq.sql.messages import count_and_sample, message_doc, stored_metadata
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
@@ -234,7 +234,11 @@ def _compare(
         # (a subquery holding that test could not be flattened into this outer join).
         message = schema.task_session_messages.alias("expected_texts")
         fields, walk = metadata_fields(
-            message_doc(message), message.c.metadata, UNBOUNDED_TEXT, "expected_texts_walk", True
+            message_doc(message),
+            stored_metadata(message),
+            UNBOUNDED_TEXT,
+            "expected_texts_walk",
+            True,
         )
         joined = joined.outerjoin(message, message.c.id == e.id).outerjoin(walk, sa.true())
         texts = {field.name: field for field in fields}

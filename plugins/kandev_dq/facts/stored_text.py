@@ -5,6 +5,9 @@
   excluding the ids located after ``::jsonb`` rejected them
   (:func:`kandev_dq.sql.messages.tolerating_unreadable_metadata`). The rows are the same on both
   dialects: text that is neither NULL, blank nor JSON.
+  On SQLite, metadata stored as a BLOB, an integer or a real is named too, whatever it holds
+  (:func:`kandev_dq.sql.messages.named_metadata`): a BLOB is read as the text of its bytes,
+  a number as a scalar with no kind; ``not_text`` counts them.
   Metadata nested deeper than :data:`kandev_dq.sql.dialect.JSON_MAX_DEPTH` is unreadable too:
   SQLite's ``json_valid`` is 0 for it, PostgreSQL counts it with ``metadata_too_deep``.
 * **Member names repeated** in an object the message reading walks (AC-23b, AC-19): read
@@ -42,6 +45,7 @@ from kandev_dq.sql.dialect import (
     metadata_too_deep,
     recognised_utc_text,
     repeated_member,
+    stored_not_as_text,
     unpaired_names,
 )
 from kandev_dq.sql.listing import listing_of, listing_of_union, union_of
@@ -50,7 +54,8 @@ from kandev_dq.sql.messages import (
     Unreadable,
     current_unreadable,
     display,
-    unreadable_sqlite,
+    named_metadata,
+    stored_metadata,
 )
 from kandev_dq.sql.scan import Counted, Part, counted_scan, part
 from kandev_dq.store.observe import observe_subagents
@@ -117,6 +122,8 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     }
     message_conditions["unreadable"] = Counted(when=docs.c.unreadable)
     if sqlite:
+        message_conditions["not_text"] = Counted(when=docs.c.not_text)
+    if sqlite:
         message_conditions.update(_misread_conditions(docs, TIMESTAMP_COLUMNS[m.name]))
     message_conditions.update(
         {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
@@ -141,6 +148,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
         ids = found.ids = ()  # every document parsed: none is unreadable
     unreadable_count = int(counts["unreadable"]) + (len(ids) if ids is not None else 0)
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
+    facts["metadata"]["not_text"] = int(counts["not_text"]) if sqlite else 0
     candidates = sum(int(counts[name]) for name in message_conditions if "may_repeat" in name)
     facts["repeated_names"] = _repeated_names(conn, docs, candidates)
     timestamps = _misread_counts(counts, m.name, TIMESTAMP_COLUMNS[m.name]) if sqlite else {}
@@ -198,13 +206,17 @@ def _message_documents(ids: tuple[str, ...] | None, sqlite: bool) -> sa.Subquery
     800 MB), and a fenced PostgreSQL one builds every document, where only the few whose text
     may repeat a name are read (half the statement's time at 278k messages)."""
     m = task_session_messages
-    doc = metadata_doc(m.c.metadata, id_column=m.c.id, excluded=ids or (), as_text=True)
+    stored = stored_metadata(m)  # a BLOB's bytes as text on SQLite (AC-23b)
+    doc = metadata_doc(stored, id_column=m.c.id, excluded=ids or (), as_text=True)
     columns = [m.c.id, m.c.task_session_id, *(m.c[n] for n in TIMESTAMP_COLUMNS[m.name])]
-    # Which metadata the reading takes as {} (AC-23b): SQLite's json_valid decides; on
-    # PostgreSQL, beside the located ``ids``, the documents nested past the depth limit.
-    unreadable = unreadable_sqlite(m.c.metadata) if sqlite else _too_deep(ids or ())
+    # Which metadata the rule names (AC-23b): on SQLite what json_valid rejects and any
+    # value not stored as text; on PostgreSQL, beside the located ``ids``, the documents
+    # nested past the depth limit.
+    unreadable = named_metadata(m.c.metadata) if sqlite else _too_deep(ids or ())
     columns.append(unreadable.label("unreadable"))
-    return sa.select(*columns, doc.label("doc"), m.c.metadata).subquery("docs")
+    if sqlite:
+        columns.append(stored_not_as_text(m.c.metadata).label("not_text"))
+    return sa.select(*columns, doc.label("doc"), stored.label("metadata")).subquery("docs")
 
 
 def _name_tests(construct, docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], ...]:
@@ -248,20 +260,24 @@ def _unreadable_sample(
     conn: sa.Connection, count: int, ids: tuple[str, ...] | None
 ) -> dict[str, Any]:
     m = task_session_messages
+    sqlite = conn.dialect.name == "sqlite"  # else ``ids`` holds the located unreadable ones
+    # The type a writer stored (SQLite keeps a BLOB or a number; PostgreSQL only text).
+    stored_type = sa.func.typeof(m.c.metadata) if sqlite else sa.literal("text", sa.Text)
     stmt = sa.select(
         m.c.id,
         m.c.task_session_id,
         sa.cast(m.c.created_at, sa.Text).label("created_at"),
-        sa.func.substr(m.c.metadata, 1, _SHOWN_CHARS).label("metadata"),
+        stored_type.label("stored_type"),
+        sa.func.substr(stored_metadata(m), 1, _SHOWN_CHARS).label("metadata"),
     )
-    if ids is None:
-        stmt = stmt.where(unreadable_sqlite(m.c.metadata))
+    if sqlite:
+        stmt = stmt.where(named_metadata(m.c.metadata))
     else:
         # PostgreSQL cannot test text for JSON without aborting (before version 16): the
         # located ids stand for that test, in the listing too.
         stmt = stmt.where(sa.or_(m.c.id.in_(ids), _too_deep(ids)))
     stmt = stmt.order_by(m.c.id)
-    listing = listing_of(conn, stmt, "metadata is not JSON")
+    listing = listing_of(conn, stmt, "metadata is not JSON, or not stored as text")
     if not count:
         return {"count": 0, "sample": [], "listing": listing}
     rows = conn.execute(stmt.limit(_SAMPLE)).mappings()

@@ -117,6 +117,7 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
             if ctx.dialect != "sqlite" or preflight.unreadable
             else ()
         )
+        not_text = queries.locate_not_text_metadata(conn) if preflight.not_text else ()
     written = {CAPTURE_SINCE: wrote_capture, BACKFILL_THROUGH: wrote_through}
     parts = [f"inserted {rows} row(s)"]
     parts += [f"{'wrote' if w else 'kept existing'} {k}" for k, w in written.items()]
@@ -126,20 +127,38 @@ def _backfill_once(ctx: MigrationRun) -> Outcome:
         "backfill_through": through,
         "written": written,
     }
+    notes, noted = metadata_notes(skipped, not_text)
+    for note in notes:
+        log.warning("backfill: %s", note)
+    return Outcome(Status.DONE, "; ".join(parts + notes), detail | noted)
+
+
+def metadata_notes(skipped: tuple[str, ...], not_text: tuple[str, ...]) -> tuple[list[str], dict]:
+    """What the backfill says of the messages whose metadata it cannot take as stored
+    (AC-23b), in its result and in the dry run alike: those read as ``{}`` and skipped, and
+    (SQLite) those stored as a BLOB, an integer or a real, whose text is read (a BLOB's bytes,
+    so a subagent message bound as bytes is inserted like the same message stored as text;
+    see ``docs/interpretations.md``). Lines, and the report's detail."""
+    notes: list[str] = []
+    detail: dict = {}
     if skipped:
-        shown = ", ".join(skipped[:5]) + (", ..." if len(skipped) > 5 else "")
-        parts.append(
+        notes.append(
             f"{len(skipped)} message(s) with metadata that is not JSON read as {{}} and "
-            f"skipped (AC-23b): {shown}"
+            f"skipped (AC-23b): {_first_ids(skipped)}"
         )
         detail["unreadable_metadata"] = {"count": len(skipped), "ids": list(skipped[:20])}
-        log.warning(
-            "backfill: %d message(s) hold metadata that is not JSON; read as {} and skipped "
-            "(AC-23b): %s",
-            len(skipped),
-            shown,
+    if not_text:
+        notes.append(
+            f"{len(not_text)} message(s) with metadata stored as a BLOB, an integer or a real, "
+            "not as text: a BLOB read as the text of its bytes, a number as no kind (AC-23b): "
+            f"{_first_ids(not_text)}"
         )
-    return Outcome(Status.DONE, "; ".join(parts), detail)
+        detail["metadata_not_text"] = {"count": len(not_text), "ids": list(not_text[:20])}
+    return notes, detail
+
+
+def _first_ids(ids: tuple[str, ...]) -> str:
+    return ", ".join(ids[:5]) + (", ..." if len(ids) > 5 else "")
 
 
 def unmappable_timestamps(conn: sa.Connection) -> str | None:
@@ -215,19 +234,28 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
     only instants no clock can have written). SQLite only (0 on PostgreSQL, where metadata
     that may be a subagent message's and does not parse aborts the statement, and the rest
     is located after the INSERT): ``unreadable``, the messages whose metadata is not
-    JSON (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` names
-    them only when there are any). The aggregates read the predicate from a
+    JSON, and ``not_text``, those whose metadata is stored as a BLOB, an integer or a real
+    (:func:`kandev_dq.sql.messages.locate_unreadable_metadata` and
+    :func:`~kandev_dq.sql.messages.locate_not_text_metadata` name them only when there are
+    any). The aggregates read the predicate from a
     :func:`~kandev_dq.sql.mapping.fenced` subquery: PostgreSQL evaluates it once per message.
     """
     m = schema.task_session_messages
     sqlite = dialect_name == "sqlite"
-    unreadable = (queries.unreadable_sqlite(m.c.metadata).label("unreadable"),) if sqlite else ()
-    msg = message_documents("msg", extra=unreadable)
+    stored = (
+        (
+            queries.unreadable_sqlite(m.c.metadata).label("unreadable"),
+            dialect.stored_not_as_text(m.c.metadata).label("not_text"),
+        )
+        if sqlite
+        else ()
+    )
+    msg = message_documents("msg", extra=stored)
     flagged = sa.select(
         sa.case((is_source(msg), 1), else_=0).label("source"),
         msg.c.created_at,
         msg.c.updated_at,
-        *([msg.c.unreadable] if sqlite else []),
+        *([msg.c.unreadable, msg.c.not_text] if sqlite else []),
     )
     f = fenced(flagged).subquery("flagged").c
 
@@ -248,6 +276,7 @@ def backfill_preflight_statement(dialect_name: str) -> sa.Select:
         sa.func.max(sa.case((mapped, dialect.utc_instant(f.created_at)))).label("high"),
         total(sa.and_(f.source == 1, unmappable)).label("unmappable"),
         (total(f.unreadable == 1) if sqlite else zero).label("unreadable"),
+        (total(f.not_text == 1) if sqlite else zero).label("not_text"),
     )
 
 

@@ -10,7 +10,7 @@ from kandev_dq.contract.instants import (
     CAPTURE_SINCE,
     EXECUTION_SINCE,
 )
-from kandev_dq.migration.backfill import unmappable_timestamps
+from kandev_dq.migration.backfill import metadata_notes, unmappable_timestamps
 from kandev_dq.migration.report import (
     STEP_AMEND,
     STEP_BACKFILL,
@@ -92,9 +92,21 @@ def plan(store: Store, report: MigrationReport) -> None:
             if backfill_due
             else None
         )
+        # The messages the backfill would name (AC-23b): skipped as unreadable, or read from
+        # metadata not stored as text.
+        notes, noted = (
+            metadata_notes(
+                unreadable.ids
+                if unreadable.ids is not None
+                else queries.locate_unreadable_metadata(conn),
+                queries.locate_not_text_metadata(conn),
+            )
+            if backfill_due
+            else ([], {})
+        )
 
-    def add(name: str, status: Status, reason: str = "") -> None:
-        report.steps.append(StepResult(name, status, reason))
+    def add(name: str, status: Status, reason: str = "", detail: dict | None = None) -> None:
+        report.steps.append(StepResult(name, status, reason, detail or {}))
 
     add(STEP_META, Status.ALREADY_DONE if has_meta else Status.WOULD_RUN)
     if shape.table_exists:
@@ -119,7 +131,10 @@ def plan(store: Store, report: MigrationReport) -> None:
         add(
             STEP_BACKFILL,
             Status.WOULD_RUN,
-            f"insert {report.backfill_rows} row(s); write {', '.join(missing)}",
+            "; ".join(
+                [f"insert {report.backfill_rows} row(s); write {', '.join(missing)}", *notes]
+            ),
+            noted,
         )
     else:
         add(STEP_BACKFILL, Status.ALREADY_DONE)

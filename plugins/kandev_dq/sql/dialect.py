@@ -17,6 +17,8 @@ Every query in kandev-dq reaches timestamps and message metadata only through th
   out of the TEXT ``metadata`` column with NULL / ``''`` / ``'null'`` read as ``{}`` (AC-23b),
   member names decoded and the last of repeated names winning, nesting past
   :data:`JSON_MAX_DEPTH` unreadable, alike on both dialects (AC-19).
+* :class:`metadata_text` — the ``metadata`` value as the text those readings start from
+  (SQLite keeps a BLOB or a number a writer bound there), and :class:`stored_not_as_text`.
 * :class:`repeated_member`, :class:`metadata_too_deep` — the messages those readings name.
 * :class:`recognised_utc_text` — whether a stored timestamp is one of the UTC text forms the
   SQLite exact-instant construct reads correctly (always true for PostgreSQL's typed column).
@@ -303,6 +305,51 @@ def before(column, param: sa.BindParameter) -> ColumnElement:
 
 
 # --- metadata JSON ---------------------------------------------------------------------------
+
+
+class metadata_text(FunctionElement):  # noqa: N801
+    """The ``metadata`` column as the text every reading of it starts from (AC-23b).
+
+    SQLite keeps any value a writer binds, whatever the column's declared type: a BLOB (how a
+    Go ``[]byte`` binds), or an integer or a real in a column without TEXT affinity. The text
+    is ``CAST(metadata AS TEXT)``: the bytes a BLOB holds, read as the same bytes stored as
+    text would be (``docs/interpretations.md``), and a number's text, which as JSON has no
+    member (no kind, like ``{}``). Never the raw value: since 3.45 SQLite's JSON functions
+    read a BLOB as JSONB, and ``GLOB`` finds no text in one. A text value is unchanged.
+    PostgreSQL's column is ``text``: the column itself.
+    """
+
+    inherit_cache = True
+    type = sa.Text()
+
+
+@compiles(metadata_text, "sqlite")
+def _metadata_text_sqlite(element, compiler, **kw):
+    return f"CAST({compiler.process(element.clauses, **kw)} AS TEXT)"
+
+
+@compiles(metadata_text, "postgresql")
+def _metadata_text_postgresql(element, compiler, **kw):
+    return compiler.process(element.clauses, **kw)
+
+
+class stored_not_as_text(FunctionElement):  # noqa: N801
+    """SQLite: ``metadata`` stored as a BLOB, an integer or a real rather than as text
+    (AC-23b): named wherever it is read, whatever it holds. PostgreSQL's ``text`` column
+    holds nothing else: false."""
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+
+@compiles(stored_not_as_text, "sqlite")
+def _stored_not_as_text_sqlite(element, compiler, **kw):
+    return f"(typeof({compiler.process(element.clauses, **kw)}) NOT IN ('text', 'null'))"
+
+
+@compiles(stored_not_as_text, "postgresql")
+def _stored_not_as_text_postgresql(element, compiler, **kw):
+    return "false"
 
 
 class metadata_doc(FunctionElement):  # noqa: N801

@@ -40,7 +40,7 @@ from kandev_dq.sql.dialect import (
     once_per_row,
     utc_instant,
 )
-from kandev_dq.sql.messages import message_doc
+from kandev_dq.sql.messages import message_doc, stored_metadata
 
 SUBAGENT_KIND = "subagent_task"
 #: Where the subagent's own fields sit in a message's metadata document.
@@ -103,6 +103,9 @@ def message_documents(
     m = schema.task_session_messages
     # Every reader keeps the subagent messages only: the others need not be parsed.
     doc = message_doc(m, mentions=SUBAGENT_KIND)
+    # The text the document is read from: a BLOB's bytes as text on SQLite (AC-23b), so a
+    # message bound as bytes is read, and counted, like the same message stored as text.
+    stored = stored_metadata(m)
     read = sa.select(
         m.c.id,
         m.c.task_session_id,
@@ -111,13 +114,13 @@ def message_documents(
         m.c.created_at,
         m.c.updated_at,
         (computed_once(doc) if candidates_only else doc).label("doc"),
-        m.c.metadata,  # the stored text, for SQLite's test of names (see json_text)
+        stored.label("metadata"),  # the stored text, for SQLite's test of names (json_text)
         *extra,
     )
     if since is not None:
         read = read.where(at_or_after(m.c.created_at, since))
     if candidates_only:
-        read = read.where(may_hold_string(m.c.metadata, SUBAGENT_KIND))
+        read = read.where(may_hold_string(stored, SUBAGENT_KIND))
         return read.subquery(name)
     return fenced(read).subquery(name)
 

@@ -12,6 +12,12 @@ the offending messages located (:func:`locate_unreadable_metadata`: bisection ov
 each probe in a SAVEPOINT of the same transaction, so in the same snapshot) and the statement
 run again with those ids read as ``{}`` (:func:`message_doc`). Both dialects then read the same
 rows the same way: as messages of no kind, skipped like any non-subagent message.
+
+**Metadata stored as something other than text** (AC-23b, SQLite only). SQLite keeps a BLOB
+(a Go ``[]byte`` bound as is), or an integer or a real where the column has no TEXT affinity.
+Every reading starts from :func:`stored_metadata`, the value as text: a BLOB reads as the text
+of its bytes, a number as a JSON scalar with no kind. Such messages are still named
+(:func:`stored_not_as_text`), by the rule on unreadable metadata and by the migration.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import parse_stored, utc_text
 from kandev_dq.contract.tables import task_session_messages as messages
-from kandev_dq.sql.dialect import metadata_doc
+from kandev_dq.sql.dialect import metadata_doc, metadata_text, stored_not_as_text
 from kandev_dq.sql.shown import StoredText, prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
@@ -85,6 +91,12 @@ def reading_unreadable_as_empty(found: Unreadable) -> Iterator[Unreadable]:
         _UNREADABLE.reset(token)
 
 
+def stored_metadata(table=messages) -> sa.ColumnElement:
+    """``table``'s metadata as the text every reading starts from (AC-23b): a BLOB as the text
+    of its bytes (SQLite), never handed raw to a JSON function; see :class:`metadata_text`."""
+    return metadata_text(table.c.metadata)
+
+
 def message_doc(table=messages, *, mentions: str | None = None) -> sa.ColumnElement:
     """A message's metadata document (AC-23b), reading the located unreadable ids as ``{}``
     (and, given ``mentions``, every text that cannot hold that value, unparsed).
@@ -96,7 +108,7 @@ def message_doc(table=messages, *, mentions: str | None = None) -> sa.ColumnElem
     found = _UNREADABLE.get()
     excluded = found.ids if found is not None and found.ids else ()
     return metadata_doc(
-        table.c.metadata, id_column=table.c.id, excluded=excluded, mentions=mentions
+        stored_metadata(table), id_column=table.c.id, excluded=excluded, mentions=mentions
     )
 
 
@@ -107,15 +119,38 @@ def is_unreadable_json(exc: BaseException) -> bool:
 
 
 def unreadable_sqlite(column) -> sa.ColumnElement:
-    """SQLite: the text that ``metadata_doc`` reads as ``{}`` although it is neither NULL nor
-    blank: exactly the rows PostgreSQL's ``::jsonb`` rejects (``'null'`` is valid JSON).
-    ``json_valid`` comes first: SQLite stops at it for valid documents, so ``trim`` runs only
-    on the rare others instead of copying every message's metadata."""
-    return sa.and_(
-        sa.not_(sa.func.json_valid(column)),
-        column.is_not(None),
-        sa.func.trim(column) != "",
+    """SQLite: the stored ``column`` (raw, as in the table) that the reading cannot take as a
+    document although it is neither NULL nor blank: text (or a BLOB's text) that
+    ``metadata_doc`` reads as ``{}``, exactly the rows PostgreSQL's ``::jsonb`` rejects
+    (``'null'`` is valid JSON), and an integer or a real, whose text is a JSON scalar with no
+    member. ``json_valid`` comes first: SQLite stops at it for valid documents, so ``trim``
+    runs only on the rare others instead of copying every message's metadata."""
+    text = metadata_text(column)
+    return sa.or_(
+        sa.and_(
+            sa.not_(sa.func.json_valid(text)),
+            text.is_not(None),
+            sa.func.trim(text) != "",
+        ),
+        sa.func.typeof(column).in_(("integer", "real")),
     )
+
+
+def named_metadata(column) -> sa.ColumnElement:
+    """The stored ``column`` the rule on unreadable metadata names (AC-23b), SQLite: what
+    :func:`unreadable_sqlite` finds, and any value not stored as text (a BLOB too, read as
+    its text but named: a writer that binds bytes is not writing what the contract says)."""
+    return sa.or_(unreadable_sqlite(column), stored_not_as_text(column))
+
+
+def locate_not_text_metadata(conn: sa.Connection) -> tuple[str, ...]:
+    """Ids of messages whose metadata is stored as a BLOB, an integer or a real, in id order
+    (SQLite; PostgreSQL's text column holds none, and is not read)."""
+    if conn.dialect.name != "sqlite":
+        return ()
+    m = messages
+    stmt = sa.select(m.c.id).where(stored_not_as_text(m.c.metadata)).order_by(m.c.id)
+    return tuple(conn.scalars(stmt))
 
 
 @contextmanager
@@ -146,7 +181,7 @@ def locate_unreadable_metadata(conn: sa.Connection) -> tuple[str, ...]:
         return tuple(conn.scalars(stmt))
 
     def readable(where: sa.ColumnElement) -> bool:
-        probe = sa.select(sa.func.count(metadata_doc(m.c.metadata))).where(where)
+        probe = sa.select(sa.func.count(metadata_doc(stored_metadata(m)))).where(where)
         try:
             with _savepoint(conn, "kandev_dq_probe"):
                 conn.execute(probe)
