@@ -201,3 +201,39 @@ def test_checks_and_backfill_agree_on_bytes_holding_json(target, project):
     assert failed(checked) == expected, [
         (r.expectation, r.message) for r in checked.results if not r.success
     ]
+
+
+def test_a_blob_holding_jsonb_is_unreadable_not_read_as_json(sqlite_target):
+    """SQLite's JSON functions would read a BLOB as JSONB, its binary form; upstream's Go
+    reads the bytes as text and cannot parse them. Read as text too: unreadable, named and
+    skipped by the backfill, which says so in its dry run."""
+    store = StoreBuilder(sqlite_target.engine).create(subagents=None)
+    session = store.session()
+    store.message(session, T0, metadata="{}", message_id="m-jsonb")
+    with sqlite_target.engine.begin() as conn:
+        conn.exec_driver_sql(
+            "UPDATE task_session_messages SET metadata = jsonb(?) WHERE id = 'm-jsonb'",
+            (json.dumps(subagent_metadata("toolu_jsonb")),),
+        )
+        assert conn.exec_driver_sql("SELECT typeof(metadata) FROM task_session_messages").all() == [
+            ("blob",)
+        ]
+    opened = open_store(sqlite_target.url)  # shows bytes that are not UTF-8 as U+FFFD
+    try:
+        with opened.engine.connect() as conn:
+            part = stored_text_facts(conn)["metadata"]
+        plan = migrate.run(opened, dry_run=True)
+    finally:
+        opened.dispose()
+    assert part["count"] == 1 and part["not_text"] == 1
+    assert [row["id"] for row in part["sample"]] == ["m-jsonb"]
+    assert plan.qualifying_messages == 0 and plan.backfill_rows == 0
+    detail = plan.step(migrate.STEP_BACKFILL).detail
+    assert (
+        detail["unreadable_metadata"]
+        == detail["metadata_not_text"]
+        == {
+            "count": 1,
+            "ids": ["m-jsonb"],
+        }
+    )
