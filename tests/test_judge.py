@@ -142,6 +142,19 @@ def test_metadata_that_is_json_passes_and_unreadable_metadata_fails():
     assert not failed.success and failed.unexpected_count == 2
 
 
+def test_metadata_not_stored_as_text_is_named_apart_from_text_that_is_not_json():
+    """AC-23b: SQLite metadata stored as a BLOB, an integer or a real is named whatever it
+    holds, and said apart from text that is not JSON (a BLOB is still read as its text)."""
+    rule = METADATA.at_default_severity()
+    only_bytes = rule.judge({"metadata": {**OFFENDING, "not_text": 2}})
+    assert not only_bytes.success and only_bytes.unexpected_count == 2
+    assert "2 message(s) hold metadata stored as a BLOB" in only_bytes.message
+    assert "not JSON" not in only_bytes.message
+    both = rule.judge({"metadata": {**OFFENDING, "not_text": 1}})
+    assert "1 message(s) hold metadata text that is not JSON" in both.message
+    assert "1 message(s) hold metadata stored as a BLOB" in both.message
+
+
 def test_repeated_member_names_are_named_with_their_messages():
     rule = stored_text.ExpectMessageMetadataMemberNamesToBeUnique.at_default_severity()
     assert rule.judge({"repeated_names": CLEAN}).success
