@@ -17,7 +17,8 @@ rows the same way: as messages of no kind, skipped like any non-subagent message
 (a Go ``[]byte`` bound as is), or an integer or a real where the column has no TEXT affinity.
 Every reading starts from :func:`stored_metadata`, the value as text: a BLOB reads as the text
 of its bytes, a number as a JSON scalar with no kind. Such messages are still named
-(:func:`stored_not_as_text`), by the rule on unreadable metadata and by the migration.
+(:class:`~kandev_dq.sql.dialect.stored_not_as_text`), by the rule on unreadable metadata and by
+the migration.
 """
 
 from __future__ import annotations
