@@ -102,9 +102,30 @@ def test_bad_input_is_refused_before_gx_loads(case, kandev_store, project, tmp_p
 
 
 #: Refusals answered before the SQL toolkit (a third of a second to import) loads: what they
-#: read is a path, or a plain PostgreSQL URL the driver alone can try, so they stay well under
-#: the bench's one-second rows on a busy machine.
+#: read is a path, a SQLite file the SQLite library alone opens, or a plain PostgreSQL URL the
+#: driver alone can try, so they stay well under the bench's one-second rows on a busy machine.
 BEFORE_SQL_TOOLKIT = {
+    "check, empty file": ["check", "--store", "{tmp}/k.db"],
+    "check, text file": ["check", "--store", "{tmp}/text.db"],
+    "check, SQLite file of another program": ["check", "--store", "{tmp}/other.db"],
+    "check json, text file": ["check", "--store", "{tmp}/text.db", "--format", "json"],
+    "check junit, SQLite file of another program": [
+        "check",
+        "--store",
+        "{tmp}/other.db",
+        "--format",
+        "junit",
+    ],
+    "audit, text file": ["audit", "--out", "{tmp}/audit", "--store", "{tmp}/text.db"],
+    "migrate, empty file": ["migrate", "--store", "{tmp}/k.db", "--dry-run"],
+    "migrate json, SQLite file of another program": [
+        "migrate",
+        "--store",
+        "{tmp}/other.db",
+        "--format",
+        "json",
+    ],
+    "explain, text file": ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/text.db"],
     "check, store file missing": ["check", "--store", "{tmp}/missing.db"],
     "check, store is a folder": ["check", "--store", "{tmp}"],
     "check, no such project": ["check", "--store", "{tmp}/k.db", "--project", "{tmp}/none"],
@@ -133,7 +154,9 @@ NO_SQL_PROBE = NO_GX_PROBE.replace("great_expectations", "sqlalchemy").replace("
 def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
     """The fast-path contract behind the bench's sub-second rows: the one-line refusal comes
     before SQLAlchemy is imported."""
-    (tmp_path / "k.db").write_bytes(b"")  # exists; never opened: an earlier input is wrong
+    (tmp_path / "k.db").write_bytes(b"")  # an empty file: SQLite reads it as a database
+    (tmp_path / "text.db").write_text("not a database\n", encoding="utf-8")
+    _another_programs_sqlite_file(tmp_path / "other.db")
     argv = [a.format(tmp=tmp_path) for a in BEFORE_SQL_TOOLKIT[case]]
     if "--project" not in argv and argv[0] in ("check", "audit"):
         argv += ["--project", str(project)]
@@ -142,6 +165,50 @@ def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
     error, probe = done.stderr.strip().splitlines()
     assert error.startswith("kandev-dq: error: "), error
     assert probe == "SQL not imported", error
+    if "json" in argv:
+        assert json.loads(done.stdout)["error"] == error.removeprefix("kandev-dq: error: ")
+    if "junit" in argv:
+        assert "<error message=" in done.stdout
+
+
+def _another_programs_sqlite_file(path) -> None:
+    """A SQLite database with tables of its own, none of them Kandev's."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("kind", ["empty file", "text file", "another program's", "Kandev's"])
+def test_the_sqlite_probe_words_a_refusal_as_the_full_open_does(kind, tmp_path):
+    """The refusal read with the SQLite library alone (no SQL toolkit) is the full open's, word
+    for word; a Kandev store passes both."""
+    from kandev_dq.store.access import open_store
+    from kandev_dq.store.target import refuse_non_kandev_sqlite_file
+
+    file = tmp_path / "store.db"
+    if kind == "empty file":
+        file.write_bytes(b"")
+    elif kind == "text file":
+        file.write_text("SQLite format 2\n" * 4, encoding="utf-8")
+    elif kind == "another program's":
+        _another_programs_sqlite_file(file)
+    else:
+        StoreBuilder(sqlite_driver_engine(file)).create()
+        refuse_non_kandev_sqlite_file(file)
+        open_store(str(file)).dispose()
+        return
+    probed = _refusal(refuse_non_kandev_sqlite_file, file)
+    assert probed == _refusal(lambda f: open_store(str(f)), file)
+    assert "not a Kandev store" in probed or "not a SQLite database" in probed
+
+
+def sqlite_driver_engine(file):
+    from kandev_dq.store import sqlite_driver
+
+    return sqlite_driver.create_engine(f"sqlite:///{file}")
 
 
 def test_no_store_names_the_default_it_looked_for(tmp_path):

@@ -18,6 +18,7 @@ from kandev_dq.run.project import (
 )
 from kandev_dq.store.target import (
     chosen_store,
+    refuse_non_kandev_sqlite_file,
     refuse_unreachable_server,
     refuse_unusable_sqlite_file,
     sqlite_path,
@@ -69,13 +70,15 @@ def checkpoint_name(project: Path, name: str) -> str:
 
 
 def refuse_unusable_store(target: str | None) -> None:
-    """Refuse, before the SQL toolkit loads, a store named by a path that is a folder or no
-    file, or by a plain PostgreSQL URL whose server does not take the connection (any other
-    URL is left to :func:`kandev_store`)."""
+    """Refuse, before the SQL toolkit loads, a store named by a path that is a folder, no
+    file, or a file that is not a Kandev store (no database, an empty one, one without the
+    Kandev tables), or by a plain PostgreSQL URL whose server does not take the connection
+    (any other URL is left to :func:`kandev_store`)."""
     chosen = chosen_store(target)
     file = sqlite_path(chosen)
     if file is not None:
         refuse_unusable_sqlite_file(file)
+        refuse_non_kandev_sqlite_file(file)
     else:
         refuse_unreachable_server(chosen)
 
