@@ -82,7 +82,54 @@ BAD_INPUTS = {
         ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/missing.db"],
         "the file does not exist",
     ),
+    "records, folder missing": (
+        ["check", "--store", "{store}", "--records", "{tmp}/none/records.db"],
+        "the folder {tmp}/none does not exist",
+    ),
+    "records, a file where its folder is": (
+        ["check", "--store", "{store}", "--records", "{text}/records.db"],
+        "is a file, not a folder",
+    ),
+    "records, the store itself": (
+        ["check", "--store", "{store}", "--records", "{store}"],
+        "is the store under validation",
+    ),
+    "records, not a database URL": (
+        ["check", "--store", "{store}", "--records", "mysql://u@db/records"],
+        "unsupported database 'mysql'",
+    ),
+    "records, not a SQLite file": (
+        ["check", "--store", "{store}", "--records", "{text}"],
+        "the file is not a SQLite database",
+    ),
+    "records, unreachable server": (
+        ["check", "--store", "{store}", "--records", "postgresql://127.0.0.1:9/records"],
+        "the server is not accepting connections",
+    ),
+    "records, newer schema": (
+        ["check", "--store", "{store}", "--records", "{newer}"],
+        "upgrade kandev-dq",
+    ),
+    "audit, records the store itself": (
+        ["audit", "--out", "{tmp}/audit", "--store", "{store}", "--records", "{store}"],
+        "is the store under validation",
+    ),
+    "docs, records not a SQLite file": (
+        ["docs", "--project", "{project}", "--records", "{text}"],
+        "the file is not a SQLite database",
+    ),
 }
+
+
+def _records_of_a_newer_kandev_dq(path) -> str:
+    """A records database a later kandev-dq wrote (its schema version above this one's)."""
+    import sqlalchemy as sa
+
+    from kandev_dq.run.records import SCHEMA_VERSION, Records, schema_versions
+
+    with Records(str(path)) as opened, opened.engine.begin() as conn:
+        conn.execute(sa.insert(schema_versions).values(version=SCHEMA_VERSION + 1, applied_at="z"))
+    return str(path)
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=str)
@@ -90,8 +137,18 @@ def test_bad_input_is_refused_before_gx_loads(case, kandev_store, project, tmp_p
     args, reason = BAD_INPUTS[case]
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    fill = {"tmp": str(tmp_path), "store": kandev_store, "empty": str(empty)}
+    text = tmp_path / "text.db"
+    text.write_text("not a database\n", encoding="utf-8")
+    fill = {
+        "tmp": str(tmp_path),
+        "store": kandev_store,
+        "empty": str(empty),
+        "text": str(text),
+        "project": str(project),
+        "newer": _records_of_a_newer_kandev_dq(tmp_path / "newer.db") if "{newer}" in args else "",
+    }
     argv = [a.format(**fill) for a in args]
+    reason = reason.format(**fill)
     if "--project" not in argv and argv[0] in ("check", "audit"):
         argv += ["--project", str(project)]
     done = kandev_dq_probed(*argv, cwd=tmp_path)

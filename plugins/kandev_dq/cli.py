@@ -203,13 +203,17 @@ def _vetted_project(project: Path | None, allow_project_code: bool) -> Path:
 
 
 def _checked_inputs(
-    project: Path | None, store: str | None, checkpoint: str, allow_project_code: bool
+    project: Path | None,
+    store: str | None,
+    checkpoint: str,
+    allow_project_code: bool,
+    records: str | None,
 ) -> Path:
-    """The project folder, once it, the checkpoint name and the store have been vetted
-    without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
+    """The project folder, once it, the checkpoint name, the store and the records database
+    have been vetted without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
     from kandev_dq.run import inputs
 
-    return inputs.run_inputs(project, store, checkpoint, allow_project_code)
+    return inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
 
 
 def _used(project: Path) -> None:
@@ -383,7 +387,7 @@ def audit(
     records: RecordsOption = None,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
-    folder = _checked_inputs(project, store, "pre_release", allow_project_code)
+    folder = _checked_inputs(project, store, "pre_release", allow_project_code, records)
     with loading_gx():
         from kandev_dq.report.audit import run_audit
         from kandev_dq.run.check import verdict_line
@@ -572,6 +576,9 @@ def docs(
 ) -> None:
     """(Re)build the data docs from the records database and print the index path."""
     folder = _vetted_project(project, allow_project_code)
+    from kandev_dq.run.inputs import records_database
+
+    records_database(folder, records, allow_project_code)  # before GX loads
     with loading_gx():
         from kandev_dq.report.site import build_docs
 
