@@ -418,3 +418,29 @@ def test_the_driver_probe_words_a_server_refusal_as_the_full_open_does(pg_databa
     probed = _refusal(refuse_unreachable_server, target)
     assert probed == _refusal(open_store, target)
     assert "s3cret" not in probed
+
+
+#: Commands that only list or describe: they answer without GX (docs/architecture.md, run/).
+@pytest.mark.parametrize("runs", [0, 1], ids=["no run recorded", "a run recorded"])
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_history_reads_the_records_without_gx(runs, output, kandev_store, project, tmp_path):
+    """History reads the run register and the stored results as JSON: GX never loads, with
+    no run recorded or with one (its failed rules read back as every command reads them)."""
+    import kandev_dq
+
+    for _ in range(runs):
+        kandev_dq.check(store=kandev_store, checkpoint="nightly", project=project)
+    argv = ["history", "--store", kandev_store, "--project", str(project), "--format", output]
+    done = kandev_dq_probed(*argv, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported", done.stderr
+    if output == "json":
+        past = json.loads(done.stdout)
+        assert [run["checkpoint"] for run in past["runs"]] == ["nightly"] * runs
+        assert len(past["timeline"]["points"]) == runs
+    elif runs:
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith("runs of "), done.stdout
+        assert [line.split()[1] for line in lines if line[:4].isdigit()] == ["nightly"] * runs
+    else:
+        assert done.stdout.startswith("no recorded kandev-dq runs for ")

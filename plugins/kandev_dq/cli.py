@@ -420,9 +420,8 @@ def history(
     failing, when the write-once baseline was taken, and every accepted key reset."""
     _errors_as(output)
     folder = _vetted_project(project, allow_project_code)
-    with loading_gx():
-        from kandev_dq.report.history import history as past_runs
-        from kandev_dq.report.history import render
+    from kandev_dq.report.history import history as past_runs  # reads no GX
+    from kandev_dq.report.history import render
 
     past = past_runs(folder, store, limit, allow_project_code=allow_project_code, records=records)
     _used(folder)
