@@ -118,6 +118,14 @@ BAD_INPUTS = {
         ["docs", "--project", "{project}", "--records", "{text}"],
         "the file is not a SQLite database",
     ),
+    "demo, a folder that is not a demo's": (
+        ["demo", "--dir", "{tmp}"],
+        "is not a kandev-dq demo folder",
+    ),
+    "demo, unreachable server": (
+        ["demo", "--dir", "{tmp}/demo", "--postgres", "postgresql://127.0.0.1:9/demo"],
+        "the server is not accepting connections",
+    ),
 }
 
 
@@ -183,6 +191,8 @@ BEFORE_SQL_TOOLKIT = {
         "json",
     ],
     "explain, text file": ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/text.db"],
+    "demo, a folder that is not a demo's": ["demo", "--dir", "{tmp}"],
+    "demo, a file": ["demo", "--dir", "{tmp}/text.db"],
     "check, store file missing": ["check", "--store", "{tmp}/missing.db"],
     "check, store is a folder": ["check", "--store", "{tmp}"],
     "check, no such project": ["check", "--store", "{tmp}/k.db", "--project", "{tmp}/none"],
@@ -444,3 +454,19 @@ def test_history_reads_the_records_without_gx(runs, output, kandev_store, projec
         assert [line.split()[1] for line in lines if line[:4].isdigit()] == ["nightly"] * runs
     else:
         assert done.stdout.startswith("no recorded kandev-dq runs for ")
+
+
+@pytest.mark.parametrize("target", ["postgresql"], indirect=True)  # --postgres takes a server
+def test_demo_refuses_a_database_that_is_not_empty_before_gx_loads(target, tmp_path):
+    """The demo writes a whole store only into an empty database: one holding a table is
+    refused (exit 2) before GX loads, and nothing is written (its folder is not created)."""
+    with target.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE someone_elses (id integer)")
+    target.engine.dispose()
+    demo = tmp_path / "demo"
+    done = kandev_dq_probed("demo", "--dir", str(demo), "--postgres", target.url, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    error, probe = done.stderr.strip().splitlines()
+    assert "is not empty (table someone_elses)" in error, error
+    assert probe == "GX not imported"
+    assert not demo.exists()

@@ -609,8 +609,10 @@ def demo(
     scale: Annotated[int, typer.Option(min=1, help="Sample scale units.")] = 1,
 ) -> None:
     """Generate a sample store, migrate it, run pre_release and build the data docs."""
+    from kandev_dq.lab.demo import demo_target, run_demo
+
+    demo_target(folder, postgres)  # a refusal answers before GX loads
     with loading_gx():
-        from kandev_dq.lab.demo import run_demo
         from kandev_dq.run.check import verdict_line
 
     result = run_demo(folder, postgres_url=postgres, scale=scale, say=say)
