@@ -82,6 +82,14 @@ BAD_INPUTS = {
         ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/missing.db"],
         "the file does not exist",
     ),
+    "store, unsupported URL": (
+        ["check", "--store", "mysql://u@db/kandev"],
+        "unsupported database 'mysql'",
+    ),
+    "store, not a database URL": (
+        ["check", "--store", "postgresql://u@db:port/kandev"],
+        "not a database URL",
+    ),
     "records, folder missing": (
         ["check", "--store", "{store}", "--records", "{tmp}/none/records.db"],
         "the folder {tmp}/none does not exist",
@@ -335,6 +343,7 @@ def test_every_refusal_in_json_mode_prints_the_error_object(args, tmp_path):
     report = json.loads(done.stdout)
     assert report["exit_code"] == 2 and report["error"], report
     assert "Error: " in done.stderr and "Traceback" not in done.stderr  # click's own words
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported"
 
 
 def test_docs_open_without_a_browser_fails(project, monkeypatch):
@@ -430,7 +439,26 @@ def test_the_driver_probe_words_a_server_refusal_as_the_full_open_does(pg_databa
     assert "s3cret" not in probed
 
 
-#: Commands that only list or describe: they answer without GX (docs/architecture.md, run/).
+#: Commands that only list or describe: they answer without GX.
+LISTING_COMMANDS = {
+    "scenarios list": (["scenarios", "list"], "fresh_install"),
+    "rules": (["rules"], "expect_no_orphan_subagent_rows"),
+    "records prune, dry run": (
+        ["records", "prune", "--keep-days", "30", "--dry-run", "--project", "{project}"],
+        "would drop 0 validation result(s)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LISTING_COMMANDS, ids=str)
+def test_listing_commands_load_no_gx(case, project, tmp_path):
+    args, shown = LISTING_COMMANDS[case]
+    done = kandev_dq_probed(*(a.format(project=project) for a in args), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert shown in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported"
+
+
 @pytest.mark.parametrize("runs", [0, 1], ids=["no run recorded", "a run recorded"])
 @pytest.mark.parametrize("output", ["text", "json"])
 def test_history_reads_the_records_without_gx(runs, output, kandev_store, project, tmp_path):
