@@ -90,34 +90,6 @@ BAD_INPUTS = {
         ["check", "--store", "postgresql://u@db:port/kandev"],
         "not a database URL",
     ),
-    "records, folder missing": (
-        ["check", "--store", "{store}", "--records", "{tmp}/none/records.db"],
-        "the folder {tmp}/none does not exist",
-    ),
-    "records, a file where its folder is": (
-        ["check", "--store", "{store}", "--records", "{text}/records.db"],
-        "is a file, not a folder",
-    ),
-    "records, the store itself": (
-        ["check", "--store", "{store}", "--records", "{store}"],
-        "is the store under validation",
-    ),
-    "records, not a database URL": (
-        ["check", "--store", "{store}", "--records", "mysql://u@db/records"],
-        "unsupported database 'mysql'",
-    ),
-    "records, not a SQLite file": (
-        ["check", "--store", "{store}", "--records", "{text}"],
-        "the file is not a SQLite database",
-    ),
-    "records, unreachable server": (
-        ["check", "--store", "{store}", "--records", "postgresql://127.0.0.1:9/records"],
-        "the server is not accepting connections",
-    ),
-    "records, newer schema": (
-        ["check", "--store", "{store}", "--records", "{newer}"],
-        "upgrade kandev-dq",
-    ),
     "audit, records the store itself": (
         ["audit", "--out", "{tmp}/audit", "--store", "{store}", "--records", "{store}"],
         "is the store under validation",
@@ -134,6 +106,24 @@ BAD_INPUTS = {
         ["demo", "--dir", "{tmp}/demo", "--postgres", "postgresql://127.0.0.1:9/demo"],
         "the server is not accepting connections",
     ),
+}
+
+#: Each --records a run refuses before GX loads: (the records database, the reason given).
+RECORDS_ERRORS = {
+    "folder missing": ("{tmp}/none/records.db", "the folder {tmp}/none does not exist"),
+    "a file where its folder is": ("{text}/records.db", "is a file, not a folder"),
+    "the store itself": ("{store}", "is the store under validation"),
+    "not a database URL": ("mysql://u@db/records", "unsupported database 'mysql'"),
+    "not a SQLite file": ("{text}", "the file is not a SQLite database"),
+    "unreachable server": (
+        "postgresql://127.0.0.1:9/records",
+        "the server is not accepting connections",
+    ),
+    "newer schema": ("{newer}", "upgrade kandev-dq"),
+}
+BAD_INPUTS |= {
+    f"records, {case}": (["check", "--store", "{store}", "--records", records], reason)
+    for case, (records, reason) in RECORDS_ERRORS.items()
 }
 
 
