@@ -293,10 +293,16 @@ with open(sys.argv[1], "w") as f:
 
 
 def run_process(
-    argv: list[str], cwd: Path | None = None, allowed: tuple[int, ...] = (0, 1)
+    argv: list[str],
+    cwd: Path | None = None,
+    allowed: tuple[int, ...] = (0, 1),
+    home: Path | None = None,
 ) -> ProcessRun:
-    """Run ``argv`` to completion: its wall time and its own peak RSS (``wait4``)."""
+    """Run ``argv`` to completion: its wall time and its own peak RSS (``wait4``); with
+    ``home``, as a user whose home is ``home`` and who names no store in the environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_DQ_")}
+    if home is not None:
+        env = {k: v for k, v in env.items() if k != "KANDEV_STORE_URL"} | {"HOME": str(home)}
     with (
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
@@ -374,8 +380,52 @@ QUICK = {
     "`--help`": (["--help"], 0),
     "`--version`": (["--version"], 0),
     "`rules`": (["rules"], 0),
+    "`scenarios list`": (["scenarios", "list"], 0),
+    "`explain` without `--run`, no store": (["explain", "expect_no_orphan_subagent_rows"], 0),
+    "`history`: no run recorded": (["history", "--store", "{store}", "--project", "{bare}"], 0),
+    "`history`: a run recorded": (["history", "--store", "{store}", "--project", "{project}"], 0),
+    "`records prune --dry-run`": (
+        ["records", "prune", "--keep-days", "30", "--dry-run", "--project", "{project}"],
+        0,
+    ),
     "`check`: store file missing": (["check", "--store", "{work}/missing.db"], 2),
     "`check`: store is a folder": (["check", "--store", "{work}"], 2),
+    "`check`: empty file": (["check", "--store", "{work}/empty.db"], 2),
+    "`check`: text file": (["check", "--store", "{work}/text.db"], 2),
+    "`check`: SQLite file of another program": (["check", "--store", "{work}/other.db"], 2),
+    "`check --format json`: text file": (
+        ["check", "--store", "{work}/text.db", "--format", "json"],
+        2,
+    ),
+    "`check --format junit`: empty file": (
+        ["check", "--store", "{work}/empty.db", "--format", "junit"],
+        2,
+    ),
+    "`check`: unsupported URL": (["check", "--store", "mysql://u@db/kandev"], 2),
+    "`check --records`: folder missing": (
+        ["check", "--store", "{store}", "--records", "{work}/none/records.db"],
+        2,
+    ),
+    "`check --records`: the store itself": (
+        ["check", "--store", "{store}", "--records", "{store}"],
+        2,
+    ),
+    "`check --records`: text file": (
+        ["check", "--store", "{store}", "--records", "{work}/text.db"],
+        2,
+    ),
+    "`check --records`: unsupported URL": (
+        ["check", "--store", "{store}", "--records", "mysql://u@db/records"],
+        2,
+    ),
+    "`check --records`: unreachable server": (
+        ["check", "--store", "{store}", "--records", "postgresql://127.0.0.1:9/records"],
+        2,
+    ),
+    "`explain`: store is a text file": (
+        ["explain", "expect_no_orphan_subagent_rows", "--store", "{work}/text.db"],
+        2,
+    ),
     "`check`: unknown checkpoint": (["check", "--store", "{store}", "--checkpoint", "nightlly"], 2),
     "`check`: unreachable server": (["check", "--store", "postgresql://127.0.0.1:9/kandev"], 2),
     "`check`: no such project": (["check", "--store", "{store}", "--project", "{work}/none"], 2),
@@ -397,13 +447,21 @@ QUICK = {
     "`migrate`: store is a folder": (["migrate", "--store", "{work}", "--dry-run"], 2),
     "`migrate`: unreachable server": (["migrate", "--store", "postgresql://127.0.0.1:9/k"], 2),
     "`migrate`: unknown format": (["migrate", "--store", "{store}", "--format", "yaml"], 2),
+    "`demo`: folder is not a demo's": (["demo", "--dir", "{work}"], 2),
+    "`demo`: unreachable server": (
+        ["demo", "--dir", "{work}/demo", "--postgres", "postgresql://127.0.0.1:9/demo"],
+        2,
+    ),
     "`init`: folder is a file": (["init", "{store}"], 2),
     "`init`: a whole project (no GX)": (["init", "--force", "{work}/initialised"], 0),
 }
 
 
 def quick_commands(project: Path, work: Path, repeat: int) -> dict[str, list[float]]:
-    """Wall seconds of each :data:`QUICK` command, ``repeat`` times, as whole processes."""
+    """Wall seconds of each :data:`QUICK` command, ``repeat`` times, as whole processes, run as
+    a user with no store in the environment or at the default path (home is ``work``)."""
+    import sqlite3
+
     from kandev_dq.lab.sample import create_store
 
     work.mkdir(parents=True, exist_ok=True)
@@ -412,13 +470,23 @@ def quick_commands(project: Path, work: Path, repeat: int) -> dict[str, list[flo
         opened = open_store(str(store), read_only=False, must_exist=False, require_kandev=False)
         create_store(opened.engine)
         opened.dispose()
-    fill = {"store": str(store), "project": str(project), "work": str(work)}
+    (work / "empty.db").write_bytes(b"")
+    (work / "text.db").write_text("not a database\n", encoding="utf-8")
+    if not (work / "other.db").exists():  # a SQLite file of another program
+        other = sqlite3.connect(work / "other.db")
+        other.execute("CREATE TABLE notes (body TEXT)")
+        other.commit()
+        other.close()
+    bare = fresh_project(project, work / "bare-project")  # no run recorded in its records
+    ran = fresh_project(project, work / "project")  # one run recorded, as history reads it
+    run_process([*kandev_dq_command(), "check", "--store", str(store), "--project", str(ran)])
+    fill = {"store": str(store), "project": str(ran), "bare": str(bare), "work": str(work)}
     seconds: dict[str, list[float]] = {label: [] for label in QUICK}
     for _ in range(repeat):
         for label, (args, code) in QUICK.items():
             argv = [*kandev_dq_command(), *(a.format(**fill) for a in args)]
             if "--project" not in args:
-                argv += ["--project", str(project)] if args[0] in ("check", "audit") else []
-            run = run_process(argv, cwd=work, allowed=(code,))
+                argv += ["--project", str(ran)] if args[0] in ("check", "audit") else []
+            run = run_process(argv, cwd=work, allowed=(code,), home=work)
             seconds[label].append(run.seconds)
     return seconds

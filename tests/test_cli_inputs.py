@@ -82,7 +82,60 @@ BAD_INPUTS = {
         ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/missing.db"],
         "the file does not exist",
     ),
+    "store, unsupported URL": (
+        ["check", "--store", "mysql://u@db/kandev"],
+        "unsupported database 'mysql'",
+    ),
+    "store, not a database URL": (
+        ["check", "--store", "postgresql://u@db:port/kandev"],
+        "not a database URL",
+    ),
+    "audit, records the store itself": (
+        ["audit", "--out", "{tmp}/audit", "--store", "{store}", "--records", "{store}"],
+        "is the store under validation",
+    ),
+    "docs, records not a SQLite file": (
+        ["docs", "--project", "{project}", "--records", "{text}"],
+        "the file is not a SQLite database",
+    ),
+    "demo, a folder that is not a demo's": (
+        ["demo", "--dir", "{tmp}"],
+        "is not a kandev-dq demo folder",
+    ),
+    "demo, unreachable server": (
+        ["demo", "--dir", "{tmp}/demo", "--postgres", "postgresql://127.0.0.1:9/demo"],
+        "the server is not accepting connections",
+    ),
 }
+
+#: Each --records a run refuses before GX loads: (the records database, the reason given).
+RECORDS_ERRORS = {
+    "folder missing": ("{tmp}/none/records.db", "the folder {tmp}/none does not exist"),
+    "a file where its folder is": ("{text}/records.db", "is a file, not a folder"),
+    "the store itself": ("{store}", "is the store under validation"),
+    "not a database URL": ("mysql://u@db/records", "unsupported database 'mysql'"),
+    "not a SQLite file": ("{text}", "the file is not a SQLite database"),
+    "unreachable server": (
+        "postgresql://127.0.0.1:9/records",
+        "the server is not accepting connections",
+    ),
+    "newer schema": ("{newer}", "upgrade kandev-dq"),
+}
+BAD_INPUTS |= {
+    f"records, {case}": (["check", "--store", "{store}", "--records", records], reason)
+    for case, (records, reason) in RECORDS_ERRORS.items()
+}
+
+
+def _records_of_a_newer_kandev_dq(path) -> str:
+    """A records database a later kandev-dq wrote (its schema version above this one's)."""
+    import sqlalchemy as sa
+
+    from kandev_dq.run.records import SCHEMA_VERSION, Records, schema_versions
+
+    with Records(str(path)) as opened, opened.engine.begin() as conn:
+        conn.execute(sa.insert(schema_versions).values(version=SCHEMA_VERSION + 1, applied_at="z"))
+    return str(path)
 
 
 @pytest.mark.parametrize("case", BAD_INPUTS, ids=str)
@@ -90,8 +143,18 @@ def test_bad_input_is_refused_before_gx_loads(case, kandev_store, project, tmp_p
     args, reason = BAD_INPUTS[case]
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    fill = {"tmp": str(tmp_path), "store": kandev_store, "empty": str(empty)}
+    text = tmp_path / "text.db"
+    text.write_text("not a database\n", encoding="utf-8")
+    fill = {
+        "tmp": str(tmp_path),
+        "store": kandev_store,
+        "empty": str(empty),
+        "text": str(text),
+        "project": str(project),
+        "newer": _records_of_a_newer_kandev_dq(tmp_path / "newer.db") if "{newer}" in args else "",
+    }
     argv = [a.format(**fill) for a in args]
+    reason = reason.format(**fill)
     if "--project" not in argv and argv[0] in ("check", "audit"):
         argv += ["--project", str(project)]
     done = kandev_dq_probed(*argv, cwd=tmp_path)
@@ -102,9 +165,32 @@ def test_bad_input_is_refused_before_gx_loads(case, kandev_store, project, tmp_p
 
 
 #: Refusals answered before the SQL toolkit (a third of a second to import) loads: what they
-#: read is a path, or a plain PostgreSQL URL the driver alone can try, so they stay well under
-#: the bench's one-second rows on a busy machine.
+#: read is a path, a SQLite file the SQLite library alone opens, or a plain PostgreSQL URL the
+#: driver alone can try, so they stay well under the bench's one-second rows on a busy machine.
 BEFORE_SQL_TOOLKIT = {
+    "check, empty file": ["check", "--store", "{tmp}/k.db"],
+    "check, text file": ["check", "--store", "{tmp}/text.db"],
+    "check, SQLite file of another program": ["check", "--store", "{tmp}/other.db"],
+    "check json, text file": ["check", "--store", "{tmp}/text.db", "--format", "json"],
+    "check junit, SQLite file of another program": [
+        "check",
+        "--store",
+        "{tmp}/other.db",
+        "--format",
+        "junit",
+    ],
+    "audit, text file": ["audit", "--out", "{tmp}/audit", "--store", "{tmp}/text.db"],
+    "migrate, empty file": ["migrate", "--store", "{tmp}/k.db", "--dry-run"],
+    "migrate json, SQLite file of another program": [
+        "migrate",
+        "--store",
+        "{tmp}/other.db",
+        "--format",
+        "json",
+    ],
+    "explain, text file": ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/text.db"],
+    "demo, a folder that is not a demo's": ["demo", "--dir", "{tmp}"],
+    "demo, a file": ["demo", "--dir", "{tmp}/text.db"],
     "check, store file missing": ["check", "--store", "{tmp}/missing.db"],
     "check, store is a folder": ["check", "--store", "{tmp}"],
     "check, no such project": ["check", "--store", "{tmp}/k.db", "--project", "{tmp}/none"],
@@ -133,7 +219,9 @@ NO_SQL_PROBE = NO_GX_PROBE.replace("great_expectations", "sqlalchemy").replace("
 def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
     """The fast-path contract behind the bench's sub-second rows: the one-line refusal comes
     before SQLAlchemy is imported."""
-    (tmp_path / "k.db").write_bytes(b"")  # exists; never opened: an earlier input is wrong
+    (tmp_path / "k.db").write_bytes(b"")  # an empty file: SQLite reads it as a database
+    (tmp_path / "text.db").write_text("not a database\n", encoding="utf-8")
+    _another_programs_sqlite_file(tmp_path / "other.db")
     argv = [a.format(tmp=tmp_path) for a in BEFORE_SQL_TOOLKIT[case]]
     if "--project" not in argv and argv[0] in ("check", "audit"):
         argv += ["--project", str(project)]
@@ -142,6 +230,50 @@ def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
     error, probe = done.stderr.strip().splitlines()
     assert error.startswith("kandev-dq: error: "), error
     assert probe == "SQL not imported", error
+    if "json" in argv:
+        assert json.loads(done.stdout)["error"] == error.removeprefix("kandev-dq: error: ")
+    if "junit" in argv:
+        assert "<error message=" in done.stdout
+
+
+def _another_programs_sqlite_file(path) -> None:
+    """A SQLite database with tables of its own, none of them Kandev's."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("kind", ["empty file", "text file", "another program's", "Kandev's"])
+def test_the_sqlite_probe_words_a_refusal_as_the_full_open_does(kind, tmp_path):
+    """The refusal read with the SQLite library alone (no SQL toolkit) is the full open's, word
+    for word; a Kandev store passes both."""
+    from kandev_dq.store.access import open_store
+    from kandev_dq.store.target import refuse_non_kandev_sqlite_file
+
+    file = tmp_path / "store.db"
+    if kind == "empty file":
+        file.write_bytes(b"")
+    elif kind == "text file":
+        file.write_text("SQLite format 2\n" * 4, encoding="utf-8")
+    elif kind == "another program's":
+        _another_programs_sqlite_file(file)
+    else:
+        StoreBuilder(sqlite_driver_engine(file)).create()
+        refuse_non_kandev_sqlite_file(file)
+        open_store(str(file)).dispose()
+        return
+    probed = _refusal(refuse_non_kandev_sqlite_file, file)
+    assert probed == _refusal(lambda f: open_store(str(f)), file)
+    assert "not a Kandev store" in probed or "not a SQLite database" in probed
+
+
+def sqlite_driver_engine(file):
+    from kandev_dq.store import sqlite_driver
+
+    return sqlite_driver.create_engine(f"sqlite:///{file}")
 
 
 def test_no_store_names_the_default_it_looked_for(tmp_path):
@@ -201,6 +333,7 @@ def test_every_refusal_in_json_mode_prints_the_error_object(args, tmp_path):
     report = json.loads(done.stdout)
     assert report["exit_code"] == 2 and report["error"], report
     assert "Error: " in done.stderr and "Traceback" not in done.stderr  # click's own words
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported"
 
 
 def test_docs_open_without_a_browser_fails(project, monkeypatch):
@@ -294,3 +427,64 @@ def test_the_driver_probe_words_a_server_refusal_as_the_full_open_does(pg_databa
     probed = _refusal(refuse_unreachable_server, target)
     assert probed == _refusal(open_store, target)
     assert "s3cret" not in probed
+
+
+#: Commands that only list or describe: they answer without GX.
+LISTING_COMMANDS = {
+    "scenarios list": (["scenarios", "list"], "fresh_install"),
+    "rules": (["rules"], "expect_no_orphan_subagent_rows"),
+    "records prune, dry run": (
+        ["records", "prune", "--keep-days", "30", "--dry-run", "--project", "{project}"],
+        "would drop 0 validation result(s)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LISTING_COMMANDS, ids=str)
+def test_listing_commands_load_no_gx(case, project, tmp_path):
+    args, shown = LISTING_COMMANDS[case]
+    done = kandev_dq_probed(*(a.format(project=project) for a in args), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert shown in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported"
+
+
+@pytest.mark.parametrize("runs", [0, 1], ids=["no run recorded", "a run recorded"])
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_history_reads_the_records_without_gx(runs, output, kandev_store, project, tmp_path):
+    """History reads the run register and the stored results as JSON: GX never loads, with
+    no run recorded or with one (its failed rules read back as every command reads them)."""
+    import kandev_dq
+
+    for _ in range(runs):
+        kandev_dq.check(store=kandev_store, checkpoint="nightly", project=project)
+    argv = ["history", "--store", kandev_store, "--project", str(project), "--format", output]
+    done = kandev_dq_probed(*argv, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported", done.stderr
+    if output == "json":
+        past = json.loads(done.stdout)
+        assert [run["checkpoint"] for run in past["runs"]] == ["nightly"] * runs
+        assert len(past["timeline"]["points"]) == runs
+    elif runs:
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith("runs of "), done.stdout
+        assert [line.split()[1] for line in lines if line[:4].isdigit()] == ["nightly"] * runs
+    else:
+        assert done.stdout.startswith("no recorded kandev-dq runs for ")
+
+
+@pytest.mark.parametrize("target", ["postgresql"], indirect=True)  # --postgres takes a server
+def test_demo_refuses_a_database_that_is_not_empty_before_gx_loads(target, tmp_path):
+    """The demo writes a whole store only into an empty database: one holding a table is
+    refused (exit 2) before GX loads, and nothing is written (its folder is not created)."""
+    with target.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE someone_elses (id integer)")
+    target.engine.dispose()
+    demo = tmp_path / "demo"
+    done = kandev_dq_probed("demo", "--dir", str(demo), "--postgres", target.url, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    error, probe = done.stderr.strip().splitlines()
+    assert "is not empty (table someone_elses)" in error, error
+    assert probe == "GX not imported"
+    assert not demo.exists()

@@ -178,22 +178,26 @@ def test_explain_judges_write_once_against_the_records_ledger_as_check_does(targ
     assert "kandev-dq ledger accept" in rewritten.output
 
 
-def test_without_a_store_explain_describes_the_rule(tmp_path):
-    """No --store, no $KANDEV_STORE_URL, no default store: the rule's AC ids, severity, suite,
-    sentence and what it reads; the store is needed only for the query and --run."""
-    import os
+@pytest.mark.parametrize(
+    "rule", ["expect_no_orphan_subagent_rows", "expect_backfill_metrics_to_match_message"]
+)
+def test_without_a_store_explain_describes_the_rule_without_gx(rule, tmp_path):
+    """No --store, no $KANDEV_STORE_URL, no default store: the rule's AC ids, severity and
+    suite (the rule index), what each AC says (the catalogue) and what it reads, before GX
+    loads; the store is needed only for the query and --run."""
+    from kandev_dq.contract.catalogue import BY_ID
+    from kandev_dq.contract.rule_index import RULE_INDEX, SUITE_TABLES
+    from tests.test_cli_inputs import kandev_dq_probed
 
-    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"} | {"HOME": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", "from kandev_dq.cli import main; main()", "explain"]
-        + ["expect_no_orphan_subagent_rows"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    done = kandev_dq_probed("explain", rule, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == "GX not imported"
+    [indexed] = [r for r in RULE_INDEX if r.expectation == rule]
     lines = done.stdout.splitlines()
-    assert lines[0] == "expect_no_orphan_subagent_rows [AC-16] error, suite rows"
-    assert lines[1] == rules()["expect_no_orphan_subagent_rows"].expectation.rule_text
-    assert lines[2].startswith("reads task_session_subagents") and "--store" in lines[2]
+    assert (
+        lines[0] == f"{rule} [{', '.join(indexed.rules)}] {indexed.severity}, suite {indexed.suite}"
+    )
+    assert lines[1:-1] == [f"{ac}: {BY_ID[ac].summary}" for ac in indexed.rules]
+    assert type(rules()[rule].expectation).rules == indexed.rules  # the class cites the same
+    assert lines[-1].startswith(f"reads {', '.join(SUITE_TABLES[indexed.suite])};")
+    assert "--store" in lines[-1]

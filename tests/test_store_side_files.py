@@ -52,6 +52,24 @@ def wal_store():
         yield path
 
 
+def test_a_refused_wal_store_leaves_no_side_file(tmp_path):
+    """A WAL-mode SQLite file of another program, refused by the SQLite library alone before
+    the SQL toolkit loads, keeps its folder as it was."""
+    from kandev_dq.errors import StoreError
+    from kandev_dq.store.target import refuse_non_kandev_sqlite_file
+
+    path = tmp_path / "other.db"
+    conn = sqlite_driver.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE notes (body TEXT)")
+    conn.commit()
+    conn.close()
+    assert sorted(os.listdir(tmp_path)) == ["other.db"]
+    with pytest.raises(StoreError, match="not a Kandev store"):
+        refuse_non_kandev_sqlite_file(path)
+    assert sorted(os.listdir(tmp_path)) == ["other.db"]
+
+
 def test_a_read_only_open_leaves_no_side_file(wal_store):
     store = open_store(str(wal_store))
     with store.snapshot() as conn:

@@ -57,7 +57,7 @@ def check(
     from kandev_dq.run import inputs
 
     project = Path(project) if project is not None else None
-    folder = inputs.run_inputs(project, store, checkpoint, allow_project_code)
+    folder = inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
     with loading_gx():
         from kandev_dq.run.check import run_check
 

@@ -203,13 +203,17 @@ def _vetted_project(project: Path | None, allow_project_code: bool) -> Path:
 
 
 def _checked_inputs(
-    project: Path | None, store: str | None, checkpoint: str, allow_project_code: bool
+    project: Path | None,
+    store: str | None,
+    checkpoint: str,
+    allow_project_code: bool,
+    records: str | None,
 ) -> Path:
-    """The project folder, once it, the checkpoint name and the store have been vetted
-    without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
+    """The project folder, once it, the checkpoint name, the store and the records database
+    have been vetted without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
     from kandev_dq.run import inputs
 
-    return inputs.run_inputs(project, store, checkpoint, allow_project_code)
+    return inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
 
 
 def _used(project: Path) -> None:
@@ -383,7 +387,7 @@ def audit(
     records: RecordsOption = None,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
-    folder = _checked_inputs(project, store, "pre_release", allow_project_code)
+    folder = _checked_inputs(project, store, "pre_release", allow_project_code, records)
     with loading_gx():
         from kandev_dq.report.audit import run_audit
         from kandev_dq.run.check import verdict_line
@@ -416,9 +420,8 @@ def history(
     failing, when the write-once baseline was taken, and every accepted key reset."""
     _errors_as(output)
     folder = _vetted_project(project, allow_project_code)
-    with loading_gx():
-        from kandev_dq.report.history import history as past_runs
-        from kandev_dq.report.history import render
+    from kandev_dq.report.history import history as past_runs  # reads no GX
+    from kandev_dq.report.history import render
 
     past = past_runs(folder, store, limit, allow_project_code=allow_project_code, records=records)
     _used(folder)
@@ -522,20 +525,18 @@ def _verdict_word(found) -> str:
 
 
 def _describe_rule(expectation: str) -> None:
-    """A rule without a store: its AC ids, severity, suites, sentence and what it reads."""
+    """A rule without a store: its AC ids, severity and suites (the rule index), what each AC
+    it encodes says (the catalogue) and what it reads; GX is not loaded."""
+    from kandev_dq.contract.catalogue import BY_ID
     from kandev_dq.contract.rule_index import RULE_INDEX, SUITE_TABLES
 
-    with loading_gx():
-        from kandev_dq.run.explain import rule_named
-
-    rule = rule_named(expectation)
-    indexed = [r for r in RULE_INDEX if r.expectation == expectation]
+    indexed = [r for r in RULE_INDEX if r.expectation == expectation]  # vetted: never empty
+    first = indexed[0]
     suites = ", ".join(r.suite for r in indexed)
-    ac = ", ".join(indexed[0].rules) if indexed else ", ".join(type(rule.expectation).rules)
-    severity = indexed[0].severity if indexed else ""
-    say(f"{expectation} [{ac}] {severity}, suite {suites or rule.suite}")
-    say(type(rule.expectation).rule_text)
-    tables = ", ".join(SUITE_TABLES.get(rule.suite, ()))
+    say(f"{expectation} [{', '.join(first.rules)}] {first.severity}, suite {suites}")
+    for ac in first.rules:
+        say(f"{ac}: {BY_ID[ac].summary}")
+    tables = ", ".join(SUITE_TABLES.get(first.suite, ()))
     say(
         one_line(
             f"reads {tables}; its query is compiled for a store's dialect and schema: pass "
@@ -572,6 +573,9 @@ def docs(
 ) -> None:
     """(Re)build the data docs from the records database and print the index path."""
     folder = _vetted_project(project, allow_project_code)
+    from kandev_dq.run.inputs import records_database
+
+    records_database(folder, records, allow_project_code)  # before GX loads
     with loading_gx():
         from kandev_dq.report.site import build_docs
 
@@ -605,8 +609,10 @@ def demo(
     scale: Annotated[int, typer.Option(min=1, help="Sample scale units.")] = 1,
 ) -> None:
     """Generate a sample store, migrate it, run pre_release and build the data docs."""
+    from kandev_dq.lab.demo import demo_target, run_demo
+
+    demo_target(folder, postgres)  # a refusal answers before GX loads
     with loading_gx():
-        from kandev_dq.lab.demo import run_demo
         from kandev_dq.run.check import verdict_line
 
     result = run_demo(folder, postgres_url=postgres, scale=scale, say=say)

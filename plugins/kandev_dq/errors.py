@@ -21,3 +21,15 @@ class KandevDqError(Exception):
 
 class StoreError(KandevDqError):
     """The store could not be opened or is not a Kandev store."""
+
+
+def exception_message(result) -> str | None:
+    """The error a GX validation result (a GX object or its stored JSON) carries, as one line:
+    flat ``exception_info`` or GX's per-metric nested form (read without GX)."""
+    info = result.get("exception_info") or {}
+    if info.get("raised_exception"):
+        return str(info.get("exception_message"))
+    for value in info.values():
+        if isinstance(value, dict) and value.get("raised_exception"):
+            return str(value.get("exception_message")).splitlines()[0]
+    return None

@@ -25,6 +25,13 @@ class IndexedRule:
 WRITE_ONCE_LEDGER = "kandev.write_once_ledger"
 
 
+def severity_word(gx_severity: str | None) -> str:
+    """kandev-dq's word for a GX severity, as this index writes it: GX's ``critical`` (and no
+    severity, GX's default) is ``error``, the word the CLI, the JSON and the docs use;
+    ``warning`` and ``info`` stay."""
+    return "error" if gx_severity in (None, "", "critical") else gx_severity
+
+
 def _r(expectation: str, suite: str, severity: str, rules: tuple[str, ...]) -> IndexedRule:
     return IndexedRule(expectation, suite, severity, rules)
 

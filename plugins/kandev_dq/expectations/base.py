@@ -29,6 +29,8 @@ from great_expectations.render import (
 )
 from great_expectations.render.renderer.renderer import renderer
 
+from kandev_dq.contract.rule_index import severity_word
+from kandev_dq.errors import exception_message
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import gx_facts
 
@@ -303,12 +305,6 @@ def listing_block(query: str, count: int | None) -> RenderedStringTemplateConten
     )
 
 
-def severity_word(gx_severity: str | None) -> str:
-    """kandev-dq's word for a GX severity: GX's ``critical`` (and no severity, GX's default)
-    is ``error``, the word the CLI, the JSON and the docs use; ``warning`` and ``info`` stay."""
-    return "error" if gx_severity in (None, "", "critical") else gx_severity
-
-
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 300 else text[:297] + "..."
@@ -332,18 +328,6 @@ def _observed_content(value: Any) -> RenderedStringTemplateContent:
         content_block_type="string_template",
         string_template={"template": template, "params": params},
     )
-
-
-def exception_message(result) -> str | None:
-    """The error a result (a GX object or its stored JSON) carries: flat ``exception_info`` or
-    GX's per-metric nested form."""
-    info = result.get("exception_info") or {}
-    if info.get("raised_exception"):
-        return str(info.get("exception_message"))
-    for value in info.values():
-        if isinstance(value, dict) and value.get("raised_exception"):
-            return str(value.get("exception_message")).splitlines()[0]
-    return None
 
 
 class WindowedExpectation(KandevExpectation):

@@ -15,18 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
-from kandev_dq.contract.states import state_of
 from kandev_dq.errors import KandevDqError
-from kandev_dq.lab import sample
-from kandev_dq.migration import runner as migrate
-from kandev_dq.run.check import CheckReport, run_check
-from kandev_dq.run.project import build_project
-from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import open_store
 from kandev_dq.text import printable
+
+if TYPE_CHECKING:  # the SQL toolkit and GX load for the run: a refused folder waits for neither
+    from kandev_dq.lab import sample
+    from kandev_dq.migration import runner as migrate
+    from kandev_dq.run.check import CheckReport
 
 MARKER = ".kandev-dq-demo"
 LIVE_SUBAGENTS = 40
@@ -49,12 +46,15 @@ def run_demo(
     scale: int = 1,
     say: Callable[[str], None] = print,
 ) -> DemoResult:
-    folder = Path(folder).resolve()
-    if folder.exists() and not _is_demo_folder(folder):
-        raise KandevDqError(f"{folder} exists and is not a kandev-dq demo folder: choose another")
+    folder = demo_target(folder, postgres_url)
+    from kandev_dq.contract.states import state_of
+    from kandev_dq.lab import sample
+    from kandev_dq.migration import runner as migrate
+    from kandev_dq.run.project import build_project
+    from kandev_dq.sql.keys import read_keys
+    from kandev_dq.store.access import open_store
+
     target = postgres_url or str(folder / "kandev.db")
-    if postgres_url:  # refuse before touching the folder
-        _require_empty(postgres_url)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     (folder / MARKER).touch()
@@ -84,9 +84,23 @@ def run_demo(
     finally:
         store.dispose()
     say("4/5 running the pre_release checkpoint (read-only) and building the data docs")
+    from kandev_dq.run.check import run_check
+
     report = run_check(project, target, "pre_release")
     say("5/5 done")
     return DemoResult(display, summary, before, migration, report, project)
+
+
+def demo_target(folder: Path, postgres_url: str | None = None) -> Path:
+    """The demo's folder, resolved, once it may be replaced (it is missing, empty or an
+    earlier demo's) and the PostgreSQL database, if one is named, is empty: refused before
+    anything is touched, and before GX loads."""
+    folder = Path(folder).resolve()
+    if folder.exists() and not _is_demo_folder(folder):
+        raise KandevDqError(f"{folder} exists and is not a kandev-dq demo folder: choose another")
+    if postgres_url:
+        _require_empty(postgres_url)
+    return folder
 
 
 def _is_demo_folder(folder: Path) -> bool:
@@ -96,6 +110,10 @@ def _is_demo_folder(folder: Path) -> bool:
 def _require_empty(url: str) -> None:
     """The demo writes a whole store: only into a database (its schema) that holds no table,
     so nothing of anyone else's sits beside the demo's tables."""
+    import sqlalchemy as sa
+
+    from kandev_dq.store.access import open_store
+
     store = open_store(url, read_only=True, require_kandev=False)
     try:
         if store.has_table("task_session_messages"):

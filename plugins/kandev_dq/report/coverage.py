@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kandev_dq.contract.catalogue import BY_ID, CRITERIA
-from kandev_dq.contract.rule_index import RULE_INDEX, IndexedRule
+from kandev_dq.contract.rule_index import RULE_INDEX, IndexedRule, severity_word
 from kandev_dq.run.project import SUITE_DIR
 
 
@@ -33,7 +33,6 @@ def citations(project: Path | None = None) -> list[IndexedRule]:
     from great_expectations.expectations.registry import get_expectation_impl
 
     import kandev_dq.expectations  # noqa: F401 - registers the custom types
-    from kandev_dq.expectations.base import severity_word
 
     found = []
     for path in sorted((Path(project) / SUITE_DIR).glob("*.json")):

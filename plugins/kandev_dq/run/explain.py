@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER, severity_word
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.base import FACTS_FAMILIES, Finding, KandevExpectation
 from kandev_dq.run.ledger import store_identity
@@ -143,8 +143,6 @@ def explain(
     """Explain rule ``name`` on ``target``; with ``run``, list its rows (all with ``every_row``,
     else the first :data:`SHOWN_ROWS`). Read-only, one snapshot. A write-once rule is judged
     against the key ledger of ``project``'s records database, as ``check`` judges it."""
-    from kandev_dq.expectations.base import severity_word
-
     rule = rule_named(name)
     with snapshot_of(target) as (store, read):
         ledger = None

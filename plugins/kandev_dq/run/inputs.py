@@ -1,13 +1,15 @@
 """A command's inputs, checked before GX is imported: a bad one is reported in under a second.
 
-GX takes seconds to import and to load a project. The project folder, the checkpoint name and
-the store are all readable without it, so ``check``, ``audit``, ``history`` and ``docs`` vet
-them first and a typo costs no more than the time to read it back.
+GX takes seconds to import and to load a project. The project folder, the checkpoint name, the
+store (a SQLite file is read with the SQLite library alone) and the records database are all
+readable without it, so ``check``, ``audit``, ``history``, ``docs`` and ``explain`` vet them
+first and a typo costs no more than the time to read it back.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.project import (
@@ -18,10 +20,14 @@ from kandev_dq.run.project import (
 )
 from kandev_dq.store.target import (
     chosen_store,
+    refuse_non_kandev_sqlite_file,
     refuse_unreachable_server,
     refuse_unusable_sqlite_file,
     sqlite_path,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 
 def project_folder(project: Path | None) -> Path:
@@ -44,14 +50,38 @@ def project_as_data(folder: Path, allow_project_code: bool) -> Path:
 
 
 def run_inputs(
-    project: Path | None, store: str | None, checkpoint: str, allow_project_code: bool
+    project: Path | None,
+    store: str | None,
+    checkpoint: str,
+    allow_project_code: bool,
+    records: str | None,
 ) -> Path:
     """A run's project folder, once it (as data, unless the user opted in), the checkpoint
-    name and the store have been vetted: bad input fails in well under a second."""
+    name, the store and the records database have been vetted: bad input fails in well under
+    a second."""
     folder = project_as_data(project_folder(project), allow_project_code)
     checkpoint_name(folder, checkpoint)
     kandev_store(store)
+    from kandev_dq.store.access import resolve_url
+
+    records_database(folder, records, allow_project_code, store=resolve_url(chosen_store(store)))
     return folder
+
+
+def records_database(
+    project: Path, records: str | None, allow_project_code: bool, *, store: URL | None = None
+) -> str:
+    """The records database of ``project`` (``--records``, else the default,
+    :func:`kandev_dq.run.records.records_url`), once opened (its tables created and versioned):
+    refused before GX loads when it cannot be, or when it is the store a run validates
+    (``store``), before anything is written."""
+    from kandev_dq.run.records import Records, records_url, refuse_the_store
+
+    chosen = records_url(project, records, allow_project_code=allow_project_code)
+    if store is not None:
+        refuse_the_store(chosen, store)
+    Records(chosen).dispose()
+    return chosen
 
 
 def checkpoint_names(project: Path) -> list[str]:
@@ -69,13 +99,15 @@ def checkpoint_name(project: Path, name: str) -> str:
 
 
 def refuse_unusable_store(target: str | None) -> None:
-    """Refuse, before the SQL toolkit loads, a store named by a path that is a folder or no
-    file, or by a plain PostgreSQL URL whose server does not take the connection (any other
-    URL is left to :func:`kandev_store`)."""
+    """Refuse, before the SQL toolkit loads, a store named by a path that is a folder, no
+    file, or a file that is not a Kandev store (no database, an empty one, one without the
+    Kandev tables), or by a plain PostgreSQL URL whose server does not take the connection
+    (any other URL is left to :func:`kandev_store`)."""
     chosen = chosen_store(target)
     file = sqlite_path(chosen)
     if file is not None:
         refuse_unusable_sqlite_file(file)
+        refuse_non_kandev_sqlite_file(file)
     else:
         refuse_unreachable_server(chosen)
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kandev_dq.expectations.base import exception_message, severity_word
+from kandev_dq.contract.rule_index import severity_word
+from kandev_dq.errors import exception_message
 
 
 @dataclass

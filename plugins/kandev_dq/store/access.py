@@ -30,13 +30,12 @@ from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's na
     connection_reason,
     is_conninfo,
     redact,
+    refuse_missing_kandev_tables,
     refuse_unusable_sqlite_file,
+    shown_sqlite,
     sqlite_path,
     without_secrets,
 )
-
-#: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
-KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 
 
 def resolve_url(target: str) -> URL:
@@ -95,7 +94,7 @@ def shown_store(url: URL) -> str:
     """How every command, its JSON and the data docs name a store: a URL ``--store`` accepts,
     without user or password; a SQLite file by its absolute path (``sqlite:////srv/k.db``)."""
     if url.get_backend_name() == "sqlite":
-        return f"sqlite:///{sqlite_file(url)}"
+        return shown_sqlite(sqlite_file(url))
     bare = without_secrets(url)._replace(drivername="postgresql", username=None)
     return bare.render_as_string(hide_password=False)
 
@@ -164,15 +163,11 @@ def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[
     uri = f"file:{quote(str(file))}?mode={mode}"
 
     def connect() -> Any:
-        # Imported here: the snapshot module brings the SQL mappings, which a refused
-        # ``--store`` never needs.
-        from kandev_dq.store.snapshot import tolerate_bad_utf8
-
         conn = sqlite_driver.connect(
             uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         conn.execute("PRAGMA foreign_keys = ON")
-        tolerate_bad_utf8(conn)
+        sqlite_driver.tolerate_bad_utf8(conn)
         return conn
 
     return connect
@@ -221,12 +216,12 @@ def open_store(
     except sa.exc.DBAPIError as exc:
         store.dispose()
         raise StoreError(_connection_reason(store, exc)) from None
-    missing = [t for t in KANDEV_TABLES if t not in names]
-    if require_kandev and missing:
-        store.dispose()
-        raise StoreError(
-            f"{store.shown} is not a Kandev store: missing table(s) {', '.join(missing)}"
-        )
+    if require_kandev:
+        try:
+            refuse_missing_kandev_tables(store.shown, names)
+        except StoreError:
+            store.dispose()
+            raise
     return store
 
 

@@ -29,22 +29,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
+from kandev_dq.store.sqlite_driver import tolerate_bad_utf8
 
 Facts = dict[str, Any]
-
-
-def tolerate_bad_utf8(dbapi_connection) -> None:
-    """SQLite: read text that is not valid UTF-8 with U+FFFD in place of the bad bytes.
-
-    SQLite stores whatever bytes it is given as TEXT (``CAST(x'ff' AS TEXT)``); Python's
-    sqlite3 would raise on fetching them and abort the whole family of facts. The rules
-    compare values inside SQL (on the raw bytes), so only what is shown is affected.
-    """
-    dbapi_connection.text_factory = _decode_text
-
-
-def _decode_text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
 
 
 @dataclass

@@ -12,7 +12,7 @@ import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from kandev_dq.errors import StoreError
 
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
+#: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
+KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
 #: The environment variable a user may name the store with (never set by kandev-dq).
 STORE_URL_VARIABLE = "KANDEV_STORE_URL"
 #: How long opening (or reading) a SQLite store waits for another process's lock.
@@ -106,6 +108,43 @@ def refuse_unusable_sqlite_file(file: Path, *, must_exist: bool = True) -> None:
         raise StoreError(f"{file} is a folder, not a SQLite file: pass the store's .db file")
     if must_exist and not file.is_file():
         raise StoreError(f"no SQLite store at {file}: the file does not exist")
+
+
+def shown_sqlite(file: Path) -> str:
+    """How every output names a SQLite store: its absolute path as a URL (``sqlite:////srv/k.db``)."""
+    return f"sqlite:///{file}"
+
+
+def refuse_non_kandev_sqlite_file(file: Path) -> None:
+    """Raise the one-line reason the existing SQLite file ``file`` is not a Kandev store (not
+    a database, an empty one, one without the Kandev tables), as the full open words it,
+    read read-only with the SQLite library alone, before the SQL toolkit loads."""
+    from kandev_dq.store import sqlite_driver
+    from kandev_dq.store.sidefiles import SideFiles
+
+    side_files = SideFiles.before_open(file)
+    try:
+        conn = sqlite_driver.connect(
+            f"file:{quote(str(file))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S
+        )
+        try:
+            sqlite_driver.tolerate_bad_utf8(conn)  # a table name may hold any bytes
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        finally:
+            conn.close()
+    except sqlite_driver.Error as exc:
+        journal = Path(f"{file}-journal")
+        raise StoreError(connection_reason(shown_sqlite(file), exc, None, None, journal)) from None
+    finally:
+        side_files.restore()
+    refuse_missing_kandev_tables(shown_sqlite(file), {name for (name,) in rows})
+
+
+def refuse_missing_kandev_tables(shown: str, names: set[str]) -> None:
+    """Raise unless the tables ``names`` of the store ``shown`` hold every Kandev table."""
+    missing = [t for t in KANDEV_TABLES if t not in names]
+    if missing:
+        raise StoreError(f"{shown} is not a Kandev store: missing table(s) {', '.join(missing)}")
 
 
 def refuse_unreachable_server(target: str) -> None:
