@@ -162,9 +162,19 @@ _CALENDAR_EDGES = [
 ]
 
 
+#: SQLite's GLOB and ``length()`` stop at a NUL: a form followed by a NUL and more text is
+#: recognised only if the shape's size is measured in bytes (CONTRACT §1 timestamps).
+_NUL_TAILED = [
+    "2026-07-30 01:39:37+00:00\x00x",
+    "2026-07-30T01:39:37Z\x00",
+    "2026-07-30 01:39:37.271235+00:00\x00 garbage after it",
+]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(_near_stored, st.text(max_size=30)), min_size=1, max_size=25))
 @example(_CALENDAR_EDGES)
+@example(_NUL_TAILED)
 def test_recognised_forms_in_sql_equal_python_and_read_exactly(texts):
     with _memory.begin() as conn:
         conn.exec_driver_sql("DROP TABLE IF EXISTS probe")
@@ -335,6 +345,26 @@ def test_json_extraction_equals_python(target, documents):
                 assert _same_number(row[name], value), (name, row[name], value, raw)
             else:
                 assert row[name] == value, (name, row[name], value, raw)
+
+
+def test_a_nul_led_field_is_read_as_its_text_on_sqlite(sqlite_target):
+    """SQLite keeps ``"\\u0000…"`` (PostgreSQL's jsonb rejects the escape, a Known limit):
+    a field that starts with NUL is text, not the empty text §2 reads as NULL, because its
+    emptiness is tested in bytes (``length()`` stops at the NUL)."""
+    nul = "\x00" + "x" * 300
+    raw = json.dumps(
+        subagent_metadata("tc-nul", status=nul, agent_status=nul, description=nul, model=nul)
+    )
+    sqlite_target.create_base(subagents=None)
+    with sqlite_target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "m-nul", raw)
+    with sqlite_target.engine.connect() as conn:
+        sm = subagent_messages()
+        (row,) = conn.execute(sa.select(sm)).mappings().all()
+    expected = _expected_fields(raw)
+    for name in ("tool_status", "agent_status", "description", "model"):
+        assert row[name] == expected[name] == nul, name
 
 
 # --- whole stores of hostile text, checked on both dialects -----------------------------------
