@@ -85,10 +85,10 @@ def test_a_subagent_message_bound_as_bytes_is_a_shortfall_as_text_is(target, pro
     assert row["metadata"].startswith('{"normalized"')
 
 
-def _without_text_affinity(target) -> StoreBuilder:
+def _without_text_affinity(target, **create) -> StoreBuilder:
     """A store whose ``metadata`` column is declared without a type: SQLite then keeps an
     integer or a real as a number (a TEXT column would convert it to text)."""
-    store = StoreBuilder(target.engine).create()
+    store = StoreBuilder(target.engine).create(**create)
     with target.engine.begin() as conn:
         conn.exec_driver_sql("PRAGMA writable_schema = ON")
         conn.exec_driver_sql(
@@ -128,6 +128,28 @@ def test_integer_and_real_metadata_are_named(sqlite_target):
     listed = _read_only_rows(sqlite_target.url, "sqlite", query)
     assert sorted(row["id"] for row in listed) == ["m-integer", "m-real"]
     assert SHORTFALL not in emitted  # numbers have no kind: no subagent message among them
+
+
+def test_migrate_names_integer_and_real_metadata(sqlite_target):
+    """AC-23b: the backfill's dry run and its run name a number stored as metadata, as they
+    name a BLOB: unreadable (no kind, nothing backfilled) and not stored as text."""
+    store = _without_text_affinity(sqlite_target, subagents=None)
+    session = store.session()
+    store.subagent_message(session, T0 - timedelta(hours=2), "toolu_ok")
+    for message_id, number in {"m-integer": 5, "m-real": 1.5}.items():
+        store.message(session, T0 - timedelta(hours=1), metadata=number, message_id=message_id)
+    sqlite_target.engine.dispose()
+    opened = open_store(sqlite_target.url, read_only=False)
+    try:
+        plan = migrate.run(opened, dry_run=True)
+        report = migrate.run(opened)
+    finally:
+        opened.dispose()
+    named = {"count": 2, "ids": ["m-integer", "m-real"]}
+    for step in (plan.step(migrate.STEP_BACKFILL), report.step(migrate.STEP_BACKFILL)):
+        assert step.detail["metadata_not_text"] == step.detail["unreadable_metadata"] == named
+        assert "an integer or a real" in step.reason and "m-integer" in step.reason
+    assert report.ok and report.backfill_rows == 1, report.render()
 
 
 def test_the_listing_of_bytes_metadata_returns_exactly_the_counted_rows(target):
