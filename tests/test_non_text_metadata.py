@@ -130,6 +130,15 @@ def test_integer_and_real_metadata_are_named(sqlite_target):
     assert SHORTFALL not in emitted  # numbers have no kind: no subagent message among them
 
 
+def _dry_run_then_run(url: str):
+    """The migration's dry run, then its run, on the store at ``url``: (plan, report)."""
+    opened = open_store(url, read_only=False)
+    try:
+        return migrate.run(opened, dry_run=True), migrate.run(opened)
+    finally:
+        opened.dispose()
+
+
 def test_migrate_names_integer_and_real_metadata(sqlite_target):
     """AC-23b: the backfill's dry run and its run name a number stored as metadata, as they
     name a BLOB: unreadable (no kind, nothing backfilled) and not stored as text."""
@@ -139,12 +148,7 @@ def test_migrate_names_integer_and_real_metadata(sqlite_target):
     for message_id, number in {"m-integer": 5, "m-real": 1.5}.items():
         store.message(session, T0 - timedelta(hours=1), metadata=number, message_id=message_id)
     sqlite_target.engine.dispose()
-    opened = open_store(sqlite_target.url, read_only=False)
-    try:
-        plan = migrate.run(opened, dry_run=True)
-        report = migrate.run(opened)
-    finally:
-        opened.dispose()
+    plan, report = _dry_run_then_run(sqlite_target.url)
     named = {"count": 2, "ids": ["m-integer", "m-real"]}
     for step in (plan.step(migrate.STEP_BACKFILL), report.step(migrate.STEP_BACKFILL)):
         assert step.detail["metadata_not_text"] == step.detail["unreadable_metadata"] == named
@@ -189,12 +193,7 @@ def test_checks_and_backfill_agree_on_bytes_holding_json(target, project):
         metadata=_bytes_or_text(target, document),
         message_id="m-bytes",
     )
-    opened = open_store(target.url, read_only=False)
-    try:
-        plan = migrate.run(opened, dry_run=True)
-        report = migrate.run(opened)
-    finally:
-        opened.dispose()
+    plan, report = _dry_run_then_run(target.url)
     assert plan.ok and plan.qualifying_messages == 2 and plan.backfill_rows == 2
     assert report.ok and report.backfill_rows == 2, report.render()
     rows = subagent_rows(target.engine)

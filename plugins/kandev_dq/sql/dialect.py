@@ -201,12 +201,13 @@ def _recognised_shape(col: str) -> str:
     tests one to three patterns per row; testing the part after the seconds apart (its
     substrings, what its digits leave) cost a third more over every message. The length is
     in bytes: ``length()`` and GLOB stop at a NUL, so a form followed by a NUL and anything
-    would match (the forms are ASCII, bytes and characters agree on them)."""
+    would match (the forms are ASCII, bytes and characters agree on them). Its BLOB's length,
+    not ``octet_length``: a finding query runs in any ``sqlite3`` shell, older than 3.43 too."""
     whens = " ".join(
         f"WHEN {length} THEN " + " OR ".join(f"{col} GLOB '{pattern}'" for pattern in patterns)
         for length, patterns in _RECOGNISED_SHAPES.items()
     )
-    return f"(CASE octet_length({col}) {whens} ELSE 0 END)"
+    return f"(CASE length(CAST({col} AS BLOB)) {whens} ELSE 0 END)"
 
 
 @compiles(recognised_utc_text, "postgresql")
@@ -821,9 +822,10 @@ def _filled_text_sqlite(element, compiler, **kw):
     return _sqlite_read(
         element,
         compiler,
-        "(CASE WHEN json_type({doc}, {p}) = 'text' AND octet_length(json_extract({doc}, {p})) > 0 "
+        "(CASE WHEN json_type({doc}, {p}) = 'text' "
+        "AND length(CAST(json_extract({doc}, {p}) AS BLOB)) > 0 "
         "THEN json_extract({doc}, {p}) END)",
-        "CASE WHEN type = 'text' AND octet_length(value) > 0 THEN value END",
+        "CASE WHEN type = 'text' AND length(CAST(value AS BLOB)) > 0 THEN value END",
         **kw,
     )
 
