@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import sqlalchemy as sa
 
 from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
 from kandev_dq.lab.storebuilder import StoreBuilder
@@ -28,6 +29,7 @@ from tests.test_reliability import (
     CAPTURE,
     _keep_store_url,
     activated_store,
+    cli,
     quick_project,
     unevaluated,
 )
@@ -245,3 +247,73 @@ def test_the_byte_cut_keeps_every_value_within_the_limit_as_it_was(target):
         read = lambda value: conn.execute(sa.select(shown(sa.literal(value, sa.Text)))).scalar()  # noqa: E731
         assert read(within) == within
         assert read(within + "x").startswith("🦊" * 40 + f"...[{KEY_DISPLAY_LIMIT + 1} characters")
+
+
+#: What one command may print, one run may add to the records database, or one data docs
+#: file may hold, with a two-megabyte key and status in the store: a store value only ever
+#: arrives as its head, size and digest (AC-24 ledger, results, samples).
+SURFACE_BOUND = 100_000
+RECORDS_GROWTH_BOUND = 500_000
+TWO_MB = 2_000_000
+
+
+def _huge_key_and_status_store(target) -> str:
+    """``capture_since``, one row's ``tool_status`` and another's ``source`` of two megabytes;
+    on SQLite led by a NUL, where ``length()`` reads them as empty (PostgreSQL's TEXT holds
+    no NUL)."""
+    huge = ("\x00" if target.dialect == "sqlite" else "") + "x" * TWO_MB
+    _store_with(target)
+    with target.engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE kandev_meta SET value = :value WHERE key = :key"),
+            {"value": huge, "key": CAPTURE_SINCE},
+        )
+        _far_row(conn, "huge", tool_status=huge)
+        _far_row(conn, "source", source=huge)  # grouped by the AC-25 disclosure
+    target.engine.dispose()
+    return huge
+
+
+def _small(text: str) -> bool:
+    return len(text.encode()) < SURFACE_BOUND and "x" * 1_000 not in text
+
+
+def test_every_surface_stays_small_with_a_huge_key_and_status(target, quick_project, capsys):
+    """AC-24, AC-12: a huge ``capture_since`` and ``tool_status`` (NUL-led on SQLite) reach no
+    surface whole: check's text and JSON, the validation results, the ledger's first value, the
+    records database's growth per run, history, the data docs, ledger show, the migration's
+    dry run and explain's rows are each bounded, and each command still answers."""
+    huge = _huge_key_and_status_store(target)
+    size = f"[{len(huge.encode())} {'bytes' if huge[0] == chr(0) else 'characters'}, sha256 "
+    store, project = ["--store", target.url], ["--project", str(quick_project)]
+    records_db = quick_project / "uncommitted" / "records.db"
+    check = ["check", *store, *project, "--checkpoint", "pre_release"]
+    code, out, err = cli(capsys, *check)
+    assert code == 1 and _small(out) and _small(err), (len(out), err[-500:])
+    before = records_db.stat().st_size
+    code, out, err = cli(capsys, *check, "--format", "json")
+    assert code == 1 and _small(out) and "Traceback" not in err
+    assert records_db.stat().st_size - before < RECORDS_GROWTH_BOUND
+    with Records(records_url(quick_project)) as records:
+        stored = [records.get_result(key) for key in records.result_keys()]
+        ledger = records.ledger_entries(store_identity(resolve_url(target.url)))
+    assert stored and all(_small(value) for value in stored)
+    assert any(size in value for value in stored)
+    (first,) = [e.first_value for e in ledger if e.key_name == CAPTURE_SINCE]
+    assert len(first) < 100 and size in first
+    commands = [
+        ["history", *store, *project],
+        ["ledger", "show", *store, *project],
+        ["migrate", *store, "--dry-run"],
+        ["explain", "expect_tool_status_in_acp_vocabulary", *store, *project, "--run"],
+        ["explain", "expect_tool_status_in_acp_vocabulary", *store, *project, "--format", "csv"],
+        ["explain", "expect_activation_keys_to_be_well_formed", *store, *project, "--run"],
+        ["explain", "expect_activation_keys_to_be_write_once", *store, *project, "--run"],
+        ["docs", *project],
+    ]
+    for command in commands:
+        code, out, err = cli(capsys, *command)
+        assert code in (0, 1) and _small(out) and _small(err), (command, len(out), err[-500:])
+    built = [path for path in (quick_project / "uncommitted").rglob("*") if path.is_file()]
+    docs = [path for path in built if path.suffix in (".html", ".json", ".md")]
+    assert docs and all(_small(path.read_text(errors="replace")) for path in docs)

@@ -85,10 +85,10 @@ def test_a_subagent_message_bound_as_bytes_is_a_shortfall_as_text_is(target, pro
     assert row["metadata"].startswith('{"normalized"')
 
 
-def _without_text_affinity(target) -> StoreBuilder:
+def _without_text_affinity(target, **create) -> StoreBuilder:
     """A store whose ``metadata`` column is declared without a type: SQLite then keeps an
     integer or a real as a number (a TEXT column would convert it to text)."""
-    store = StoreBuilder(target.engine).create()
+    store = StoreBuilder(target.engine).create(**create)
     with target.engine.begin() as conn:
         conn.exec_driver_sql("PRAGMA writable_schema = ON")
         conn.exec_driver_sql(
@@ -130,6 +130,32 @@ def test_integer_and_real_metadata_are_named(sqlite_target):
     assert SHORTFALL not in emitted  # numbers have no kind: no subagent message among them
 
 
+def _dry_run_then_run(url: str):
+    """The migration's dry run, then its run, on the store at ``url``: (plan, report)."""
+    opened = open_store(url, read_only=False)
+    try:
+        return migrate.run(opened, dry_run=True), migrate.run(opened)
+    finally:
+        opened.dispose()
+
+
+def test_migrate_names_integer_and_real_metadata(sqlite_target):
+    """AC-23b: the backfill's dry run and its run name a number stored as metadata, as they
+    name a BLOB: unreadable (no kind, nothing backfilled) and not stored as text."""
+    store = _without_text_affinity(sqlite_target, subagents=None)
+    session = store.session()
+    store.subagent_message(session, T0 - timedelta(hours=2), "toolu_ok")
+    for message_id, number in {"m-integer": 5, "m-real": 1.5}.items():
+        store.message(session, T0 - timedelta(hours=1), metadata=number, message_id=message_id)
+    sqlite_target.engine.dispose()
+    plan, report = _dry_run_then_run(sqlite_target.url)
+    named = {"count": 2, "ids": ["m-integer", "m-real"]}
+    for step in (plan.step(migrate.STEP_BACKFILL), report.step(migrate.STEP_BACKFILL)):
+        assert step.detail["metadata_not_text"] == step.detail["unreadable_metadata"] == named
+        assert "an integer or a real" in step.reason and "m-integer" in step.reason
+    assert report.ok and report.backfill_rows == 1, report.render()
+
+
 def test_the_listing_of_bytes_metadata_returns_exactly_the_counted_rows(target):
     """The finding query as printed, run with no parameter on a read-only connection, lists
     exactly ``unexpected_count`` rows for both the metadata rule and the shortfall."""
@@ -167,12 +193,7 @@ def test_checks_and_backfill_agree_on_bytes_holding_json(target, project):
         metadata=_bytes_or_text(target, document),
         message_id="m-bytes",
     )
-    opened = open_store(target.url, read_only=False)
-    try:
-        plan = migrate.run(opened, dry_run=True)
-        report = migrate.run(opened)
-    finally:
-        opened.dispose()
+    plan, report = _dry_run_then_run(target.url)
     assert plan.ok and plan.qualifying_messages == 2 and plan.backfill_rows == 2
     assert report.ok and report.backfill_rows == 2, report.render()
     rows = subagent_rows(target.engine)

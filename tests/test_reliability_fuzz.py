@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kandev_dq.contract import tables as schema_tables
 from kandev_dq.contract.instants import (
     ACTIVATION_KEYS,
     BACKFILL_THROUGH,
@@ -162,9 +163,19 @@ _CALENDAR_EDGES = [
 ]
 
 
+#: SQLite's GLOB and ``length()`` stop at a NUL: a form followed by a NUL and more text is
+#: recognised only if the shape's size is measured in bytes (CONTRACT §1 timestamps).
+_NUL_TAILED = [
+    "2026-07-30 01:39:37+00:00\x00x",
+    "2026-07-30T01:39:37Z\x00",
+    "2026-07-30 01:39:37.271235+00:00\x00 garbage after it",
+]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.one_of(_near_stored, st.text(max_size=30)), min_size=1, max_size=25))
 @example(_CALENDAR_EDGES)
+@example(_NUL_TAILED)
 def test_recognised_forms_in_sql_equal_python_and_read_exactly(texts):
     with _memory.begin() as conn:
         conn.exec_driver_sql("DROP TABLE IF EXISTS probe")
@@ -337,6 +348,26 @@ def test_json_extraction_equals_python(target, documents):
                 assert row[name] == value, (name, row[name], value, raw)
 
 
+def test_a_nul_led_field_is_read_as_its_text_on_sqlite(sqlite_target):
+    """SQLite keeps ``"\\u0000…"`` (PostgreSQL's jsonb rejects the escape, a Known limit):
+    a field that starts with NUL is text, not the empty text §2 reads as NULL, because its
+    emptiness is tested in bytes (``length()`` stops at the NUL)."""
+    nul = "\x00" + "x" * 300
+    raw = json.dumps(
+        subagent_metadata("tc-nul", status=nul, agent_status=nul, description=nul, model=nul)
+    )
+    sqlite_target.create_base(subagents=None)
+    with sqlite_target.engine.begin() as conn:
+        add_session(conn)
+        add_message(conn, "m-nul", raw)
+    with sqlite_target.engine.connect() as conn:
+        sm = subagent_messages()
+        (row,) = conn.execute(sa.select(sm)).mappings().all()
+    expected = _expected_fields(raw)
+    for name in ("tool_status", "agent_status", "description", "model"):
+        assert row[name] == expected[name] == nul, name
+
+
 # --- whole stores of hostile text, checked on both dialects -----------------------------------
 
 _HOSTILE_SHORT = st.one_of(
@@ -498,3 +529,84 @@ def test_hostile_stores_give_one_verdict_on_both_dialects(
         _write_hostile_store(target, plan)
         verdicts[target.dialect] = _check(capsys, target, quick_project)
     assert verdicts["sqlite"] == verdicts["postgresql"], plan["values"].keys()
+
+
+# --- NUL-led values in every text column and key (SQLite) --------------------------------------
+
+#: Every column SQLite stores as text in the two tables the rules read (timestamps included),
+#: and every activation key: each may be led by a NUL, where SQLite's ``length()`` stops.
+_NUL_TARGETS = tuple(
+    (table.name, column.name)
+    for table in (schema_tables.subagents, schema_tables.task_session_messages)
+    for column in table.columns
+    if not isinstance(column.type, sa.Integer)
+) + tuple(("kandev_meta", key) for key in ACTIVATION_KEYS)
+#: A timestamp or a key led by a NUL is in no recognised form: the run cannot pass.
+_FAILS_WHEN_NUL_LED = {
+    (table.name, column.name)
+    for table in (schema_tables.subagents, schema_tables.task_session_messages)
+    for column in table.columns
+    if column.name.endswith("_at")
+} | {("kandev_meta", key) for key in ACTIVATION_KEYS}
+#: What ``explain`` and ``migrate --dry-run`` may print with NUL-led values past 1 MB.
+_OUTPUT_BOUND = 100_000
+
+
+def _lead_with_nul(target, chosen: dict) -> None:
+    """Lead each chosen column (every row) or key with a NUL, ``pad`` ``x`` after its value;
+    through a connection of its own, which enforces no foreign key (Kandev's stores do not)."""
+    conn = sqlite_driver.connect(target.url)
+    try:
+        for (table, column), pad in chosen.items():
+            if table == "kandev_meta":
+                conn.execute(
+                    "UPDATE kandev_meta SET value = char(0) || value || ? WHERE key = ?",
+                    ("x" * pad, column),
+                )
+            else:
+                conn.execute(
+                    f"UPDATE {table} SET {column} = char(0) || coalesce({column}, '') || ?",
+                    ("x" * pad,),
+                )
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    chosen=st.dictionaries(
+        st.sampled_from(_NUL_TARGETS),
+        st.sampled_from([0, 40, 300_000, 1_100_000]),
+        min_size=1,
+        max_size=6,
+    )
+)
+@example(chosen={target: 1_100_000 for target in _NUL_TARGETS})
+def test_nul_led_values_anywhere_are_cut_by_their_bytes(
+    sqlite_target, quick_project, capsys, chosen
+):
+    """SQLite: a NUL-led value (up to 1.1 MB) in any text column of the subagent rows and the
+    messages, ids and metadata included, or in any activation key: check, explain and the
+    migration's dry run exit 0 or 1 with no traceback and bounded output, no result file
+    reaches 1 MB, and a NUL-led timestamp or key fails the run (CONTRACT §1, AC-24e)."""
+    if not sa.inspect(sqlite_target.engine).has_table("task_sessions"):
+        sqlite_target.create_base()
+    _write_hostile_store(sqlite_target, {"values": {}, "deep": _deep(10), "not_utf8": []})
+    _lead_with_nul(sqlite_target, chosen)
+    verdict = _check(capsys, sqlite_target, quick_project)
+    if _FAILS_WHEN_NUL_LED & chosen.keys():
+        assert not verdict["success"], sorted(chosen)
+    store, project = ["--store", sqlite_target.url], ["--project", str(quick_project)]
+    for command in (
+        ["explain", "expect_tool_status_in_acp_vocabulary", *store, *project, "--run"],
+        ["explain", "expect_activation_keys_to_be_well_formed", *store, *project, "--run"],
+        ["migrate", *store, "--dry-run"],
+    ):
+        code, out, err = cli(capsys, *command)
+        assert code in (0, 1) and "Traceback" not in err, (command, err[-2000:])
+        assert len(out.encode()) < _OUTPUT_BOUND and len(err.encode()) < _OUTPUT_BOUND, command

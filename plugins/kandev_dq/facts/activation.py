@@ -33,8 +33,9 @@ from kandev_dq.facts.shapes import (
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, read_once, subagent_messages
-from kandev_dq.sql.messages import display
+from kandev_dq.sql.messages import SAMPLE_VALUE_CHARS, display
 from kandev_dq.sql.scan import Counted, counted_scan
+from kandev_dq.sql.shown import prepare, shown
 from kandev_dq.store.observe import observe_subagents
 
 _LEGACY_TOLERANCE = timedelta(seconds=1)
@@ -215,8 +216,17 @@ def disclosure_facts(conn: sa.Connection) -> DisclosureFacts:
     columns.append(identity.label("execution_identity"))
     grouped = sa.select(rows.source, *columns, sa.func.count().label("rows")).select_from(subagents)
     grouped = grouped.group_by(*(sa.literal_column(str(i)) for i in range(1, len(columns) + 2)))
+    cells = grouped.subquery("cells")
+    # Each cell's source as shown, cut after grouping: a huge (or NUL-led) source is its
+    # head, size and digest in the result (AC-25), and no row is cut only to be grouped.
+    prepare(conn)
+    shown_cells = sa.select(
+        shown(cells.c.source, SAMPLE_VALUE_CHARS).label("source"),
+        *(cells.c[c.key] for c in columns),
+        cells.c.rows,
+    )
     result = conn.execute(
-        grouped.order_by(*(sa.literal_column(str(i)) for i in range(1, len(columns) + 2)))
+        shown_cells.order_by(*(sa.literal_column(str(i)) for i in range(1, len(columns) + 2)))
     )
     return {
         "table_exists": True,

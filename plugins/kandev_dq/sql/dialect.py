@@ -199,12 +199,15 @@ _RECOGNISED_SHAPES = _recognised_shapes()
 def _recognised_shape(col: str) -> str:
     """The value matches one of :data:`_RECOGNISED_SHAPES` whole. Dispatching on the length
     tests one to three patterns per row; testing the part after the seconds apart (its
-    substrings, what its digits leave) cost a third more over every message."""
+    substrings, what its digits leave) cost a third more over every message. The length is
+    in bytes: ``length()`` and GLOB stop at a NUL, so a form followed by a NUL and anything
+    would match (the forms are ASCII, bytes and characters agree on them). Its BLOB's length,
+    not ``octet_length``: a finding query runs in any ``sqlite3`` shell, older than 3.43 too."""
     whens = " ".join(
         f"WHEN {length} THEN " + " OR ".join(f"{col} GLOB '{pattern}'" for pattern in patterns)
         for length, patterns in _RECOGNISED_SHAPES.items()
     )
-    return f"(CASE length({col}) {whens} ELSE 0 END)"
+    return f"(CASE length(CAST({col} AS BLOB)) {whens} ELSE 0 END)"
 
 
 @compiles(recognised_utc_text, "postgresql")
@@ -577,7 +580,8 @@ class json_filled_text(_JsonPath):  # noqa: N801
     """A non-empty JSON string at ``path`` as text; ``""`` and any other JSON type read as NULL
     (CONTRACT §2's empty-as-NULL applied as the field is read). Tested by length, never
     through ``nullif``: SQLite's ``nullif`` copies its argument, and SQLite keeps that copy
-    beside the extracted value (one more copy of a 50 MB description per row read)."""
+    beside the extracted value (one more copy of a 50 MB description per row read). The
+    length is in bytes: SQLite's ``length()`` stops at a NUL, so ``"\\u0000…"`` read as NULL."""
 
     inherit_cache = True
 
@@ -818,9 +822,10 @@ def _filled_text_sqlite(element, compiler, **kw):
     return _sqlite_read(
         element,
         compiler,
-        "(CASE WHEN json_type({doc}, {p}) = 'text' AND length(json_extract({doc}, {p})) > 0 "
+        "(CASE WHEN json_type({doc}, {p}) = 'text' "
+        "AND length(CAST(json_extract({doc}, {p}) AS BLOB)) > 0 "
         "THEN json_extract({doc}, {p}) END)",
-        "CASE WHEN type = 'text' AND length(value) > 0 THEN value END",
+        "CASE WHEN type = 'text' AND length(CAST(value AS BLOB)) > 0 THEN value END",
         **kw,
     )
 
