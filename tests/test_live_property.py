@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-import pytest
 import sqlalchemy as sa
 from great_expectations.expectations.registry import get_expectation_impl
 from hypothesis import HealthCheck, given, settings
