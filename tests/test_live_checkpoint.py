@@ -22,7 +22,7 @@ from kandev_dq.errors import KandevDqError
 from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run.check import run_check
+from kandev_dq.run.check import run_check, window_lines
 from kandev_dq.run.live_window import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.store.access import open_store
@@ -163,6 +163,13 @@ def test_with_the_indexes_the_output_names_them(activated, target, project):
     assert reads["messages updated in the window"].startswith("index idx_messages_session_updated")
     payload = json.loads(json.dumps(report.to_json(), default=str))
     assert payload["windows"]["live_rows"]["reads"]
+    # The data docs say it under each live rule's finding, as the text report's last lines do.
+    pages = (project / "uncommitted" / "data_docs" / "local_site" / "validations").rglob("*.html")
+    health = sorted(p for p in pages if "live_writer_health" in p.parts)
+    assert len(health) == 2, health
+    assert "first live run of live_writer_health" in health[0].read_text()
+    assert "index idx_messages_session_updated" in health[1].read_text()
+    assert any(line.startswith("live_writer_health read from ") for line in window_lines(report))
 
 
 def _window_plan(target, url: str) -> str:

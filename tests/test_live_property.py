@@ -162,9 +162,7 @@ def _rfc(at) -> str:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    steps=st.lists(
-        st.tuples(step, st.integers(0, 7), st.integers(1, 90)), min_size=1, max_size=6
-    )
+    steps=st.lists(st.tuples(step, st.integers(0, 7), st.integers(1, 90)), min_size=1, max_size=6)
 )
 def test_live_reports_what_nightly_reports_on_what_changed(target, steps):
     with target.engine.begin() as conn:  # each example starts from an empty database

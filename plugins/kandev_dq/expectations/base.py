@@ -308,7 +308,7 @@ class KandevExpectation(BatchExpectation):
         text = f"Could not evaluate: {error}" if error else details.get("message")
         if not text:
             return []
-        return [
+        said = [
             RenderedStringTemplateContent(
                 content_block_type="string_template",
                 string_template={
@@ -324,6 +324,10 @@ class KandevExpectation(BatchExpectation):
                 },
             )
         ]
+        window = details.get(LIVE_KEY)
+        if isinstance(window, dict):
+            said.append(_window_block(window))
+        return said
 
     @classmethod
     @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_TABLE)
@@ -348,6 +352,26 @@ class KandevExpectation(BatchExpectation):
                 styling={"body": {"classes": ["table", "table-bordered", "table-sm", "mt-3"]}},
             ),
         ]
+
+
+def window_text(window: dict[str, Any]) -> str:
+    """What a live read covered and how each read was served, in one line."""
+    start = window.get("start")
+    reads = window.get("reads") or {}
+    served = "; ".join(f"{name}: {how}" for name, how in reads.items())
+    return f"read {'from ' + str(start) if start else 'in full'}: {window.get('reason')}. {served}"
+
+
+def _window_block(window: dict[str, Any]) -> RenderedStringTemplateContent:
+    """A live rule's window under its finding (a template param: GX escapes it)."""
+    return RenderedStringTemplateContent(
+        content_block_type="string_template",
+        string_template={
+            "template": "$window",
+            "params": {"window": window_text(window)[:1000]},
+            "styling": {"classes": ["d-block", "text-muted", "small"]},
+        },
+    )
 
 
 def listing_block(query: str, count: int | None) -> RenderedStringTemplateContent:

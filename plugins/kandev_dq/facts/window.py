@@ -65,7 +65,7 @@ def _in_full(window: ChangeWindow) -> WindowRead:
         "start": None,
         "full": True,
         "reason": window.reason,
-        "reads": {"everything": "since capture_since, as nightly reads it"},
+        "reads": {"messages and rows": "all since capture_since, as nightly reads them"},
     }
     return WindowRead(full=True, facts=facts)
 

@@ -17,6 +17,7 @@ from typing import Any
 from kandev_dq.contract.rule_index import LIVE_SUITES
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
+from kandev_dq.expectations.base import window_text
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import changes_since, rule_key
@@ -227,14 +228,7 @@ def live_windows(outcome) -> dict[str, dict[str, Any]]:
 
 def window_lines(report: CheckReport) -> list[str]:
     """How each live suite's window reads in the text report (store values: none)."""
-    lines = []
-    for suite, window in report.windows.items():
-        start = window.get("start")
-        said = f"from {start}" if start else "in full"
-        lines.append(f"{suite} read {said}: {window.get('reason')}")
-        reads = window.get("reads") or {}
-        lines.append(f"{suite} reads: " + "; ".join(f"{k}: {v}" for k, v in reads.items()))
-    return lines
+    return [f"{suite} {window_text(window)}" for suite, window in report.windows.items()]
 
 
 def _docs_index(project: Path) -> str | None:
