@@ -231,3 +231,18 @@ def test_a_setting_out_of_range_is_a_one_line_error(
     with pytest.raises(KandevDqError) as raised:
         live(project, target)
     assert variable in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("subagents", [None, "pre_amendment"])
+def test_live_on_a_store_not_activated_judges_as_nightly_does(target, project, subagents):
+    """Without capture_since (AC-28a) or the table (AC-17), nothing is windowed, nothing fails
+    to evaluate, and live's failures are nightly's."""
+    store = StoreBuilder(target.engine).create(subagents=subagents)
+    store.subagent_message(store.session(), datetime.now(UTC), "toolu_a")
+    for _ in range(2):
+        report = live(project, target)
+        assert not any("could not evaluate" in r.message for r in report.results)
+    nightly = run_check(project, target.url, "nightly")
+    assert failing(report) <= failing(nightly)
+    assert {SHORTFALL, "expect_activation_state_to_be_in_set"} <= set(failed(report))
+    assert report.windows["live_writer_health"]["reads"] == {}

@@ -127,9 +127,16 @@ def register_facts(
         found = gx_facts(execution_engine.engine, family, lambda conn: compute(conn, **params))
         if decided is None:
             return found
-        # The window as decided (and this run's watermark, which the next run starts from).
+        # The window as decided (and this run's watermark, which the next run starts from),
+        # with how the family read it (nothing to read: no reads, e.g. without capture_since).
+        read = found.get("window") or {
+            "start": decided["start"],
+            "full": decided["start"] is None,
+            "reason": decided["reason"],
+            "reads": {},
+        }
         record = {key: decided.get(key) for key in WINDOW_RECORD}
-        return {**found, "window": {**found["window"], **record}}
+        return {**found, "window": {**read, **record}}
 
     if not windowed:
         return register_metric(name, facts, value_keys)
