@@ -194,6 +194,6 @@ def test_without_a_store_explain_describes_the_rule(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "expect_no_orphan_subagent_rows [AC-16] error, suite rows"
+    assert lines[0] == "expect_no_orphan_subagent_rows [AC-16] error, suite live_rows, rows"
     assert lines[1] == rules()["expect_no_orphan_subagent_rows"].expectation.rule_text
     assert lines[2].startswith("reads task_session_subagents") and "--store" in lines[2]
