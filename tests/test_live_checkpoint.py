@@ -246,3 +246,15 @@ def test_live_on_a_store_not_activated_judges_as_nightly_does(target, project, s
     assert failing(report) <= failing(nightly)
     assert {SHORTFALL, "expect_activation_state_to_be_in_set"} <= set(failed(report))
     assert report.windows["live_writer_health"]["reads"] == {}
+
+
+def test_a_watermark_later_than_the_run_reads_in_full():
+    """A window can only start before the run that reads it: a last watermark in the future
+    (a clock set back) reads everything instead of nothing."""
+    from kandev_dq.run.live_window import LiveSettings, decide
+
+    now = datetime.now(UTC)
+    later = decide("live_rows", _rfc(now + timedelta(hours=1)), now, LiveSettings())
+    assert later["start"] is None and "later than this run began" in later["reason"]
+    earlier = decide("live_rows", _rfc(now - timedelta(hours=1)), now, LiveSettings())
+    assert earlier["start"] == _rfc(now - timedelta(hours=1, minutes=5))

@@ -148,6 +148,16 @@ def decide(
             "reason": f"the last watermark of {suite} is unreadable: everything is read",
         }
     gap = watermark - last.micro
+    if gap < timedelta(0):
+        # A clock set back, or a record not written by this clock: a window starting after
+        # this run began would read nothing.
+        return decided | {
+            "start": None,
+            "reason": (
+                f"the last live run of {suite} on this store read up to {previous}, later than "
+                "this run began: everything since capture_since is read, as nightly reads it"
+            ),
+        }
     if gap > timedelta(hours=settings.max_gap_hours):
         return decided | {
             "start": None,
