@@ -81,11 +81,14 @@ def families(project: Path, checkpoint: str) -> list[Family]:
                 continue
             if metric not in COMPUTE:
                 raise SystemExit(f"the bench has no compute function for {metric}: add it")
-            # The metric's value keys are the compute function's keyword parameters.
+            # The metric's value keys are the compute function's keyword parameters that the
+            # expectation declares (a live window is decided by the run, not a suite's field).
             accepted = list(inspect.signature(COMPUTE[metric]).parameters)[1:]
             fields = getattr(impl, "model_fields", None) or getattr(impl, "__fields__", {})
             params = tuple(
-                (k, config.get("kwargs", {}).get(k, fields[k].default)) for k in accepted
+                (k, config.get("kwargs", {}).get(k, fields[k].default))
+                for k in accepted
+                if k in fields
             )
             found[Family(metric, params)] = None
     return list(found)

@@ -28,8 +28,16 @@ def _windowed(compute: Callable[..., Any]) -> Callable[[Any], Any]:
     return lambda conn: compute(conn, window_minutes=10.0)
 
 
+def _live(compute: Callable[..., Any]) -> Callable[[Any], Any]:
+    """The family read over a live window (the ``live`` checkpoint's read)."""
+    return lambda conn: compute(conn, window=shapes.ChangeWindow(CAPTURE, "a live window"))
+
+
 FAMILIES = [
     (activation_facts, shapes.ActivationFacts),
+    (_live(activation_facts), shapes.ActivationFacts),
+    (_live(health_facts), shapes.HealthFacts),
+    (_live(row_facts), shapes.RowFacts),
     (_windowed(sentinel_backfill_facts), shapes.SentinelBackfillFacts),
     (disclosure_facts, shapes.DisclosureFacts),
     (health_facts, shapes.HealthFacts),

@@ -356,3 +356,61 @@ def test_gx_path_reads_the_store_through_a_read_only_connection(target):
     finally:
         gx_engine.dispose()
     assert "planted" not in sa.inspect(target.engine).get_table_names()
+
+
+def _activated_now(url: str, dialect: str):
+    """A store activated an hour ago with a healthy subagent (the live window is real time)."""
+    import datetime as dt
+
+    import sqlalchemy as sa
+
+    from kandev_dq.contract.instants import Instant
+    from kandev_dq.lab.storebuilder import StoreBuilder
+
+    engine = sa.create_engine(f"sqlite:///{url}" if dialect == "sqlite" else url)
+    store = StoreBuilder(engine).create()
+    capture = dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    key = Instant.from_datetime(capture).rfc3339nano()
+    store.keys(key, "", key)
+    session = store.session()
+    store.subagent_message(session, capture + dt.timedelta(minutes=1), "toolu_a")
+    store.subagent_row(session, "toolu_a", capture + dt.timedelta(minutes=1))
+    return store, session, engine
+
+
+def test_the_live_checkpoint_through_gx_gives_the_cli_verdict_and_moves_its_window(
+    stores, built_project, tmp_path
+):
+    """AC-26: the live checkpoint run by name through GX's API finds its last watermark in
+    the records database as ``kandev-dq check`` does, and reports a stopped writer alike."""
+    import datetime as dt
+
+    from kandev_dq.run.records import Records, records_url
+
+    twins = [stores.new(), stores.new()]
+    built = [_activated_now(url, stores.dialect) for url in twins]
+    cli = private_project(built_project, tmp_path / "cli-live")
+    native = private_project(built_project, tmp_path / "gx-live")
+    job = {"project": str(native), "url": gx_url(stores.dialect, twins[1]), "checkpoint": "live"}
+    for round_ in range(2):
+        report = run_check(cli, twins[0], "live")
+        [outcome] = native_runs([job], tmp_path)
+        assert "raised" not in outcome, outcome
+        assert outcome["success"] == report.success, round_
+        assert failing(outcome["results"]) == cli_failing(report), round_
+        for store, session, _ in built:  # the writer stops
+            store.subagent_message(session, dt.datetime.now(dt.UTC), f"toolu_missed_{round_}")
+    assert not report.success
+    assert ("live_writer_health", "expect_no_writer_shortfall_since_capture_since", "critical") in (
+        failing(outcome["results"])
+    )
+    with Records(records_url(native)) as records:
+        newest = max(
+            (key for key in records.result_keys() if key[0] == "live_writer_health"),
+            key=lambda key: key[-2],
+        )
+        stored = json.loads(records.get_result(newest))
+    windows = [r["result"]["details"]["live_window"] for r in stored["results"]]
+    assert all(w["start"] is not None and w["previous"] for w in windows)
+    for _, _, engine in built:
+        engine.dispose()

@@ -68,6 +68,9 @@ def test_init_cross_references_its_ids_as_gx_does(built_project):
         "rows": "task_session_subagents",
         "schema": "task_session_subagents",
         "backfill": "task_session_messages",
+        "live_activation": "kandev_meta",
+        "live_writer_health": "task_session_messages",
+        "live_rows": "task_session_subagents",
     }
     backend = (built_project / "expectations" / ".ge_store_backend_id").read_text()
     assert backend == f"store_backend_id = {config['data_context_id']}\n"

@@ -285,7 +285,7 @@ def migrate(
 def check(
     store: StoreOption = None,
     checkpoint: Annotated[
-        str, typer.Option(help="nightly, pre_release or post_migration.")
+        str, typer.Option(help="nightly, pre_release, post_migration or live.")
     ] = "nightly",
     output: Annotated[CheckFormat, typer.Option("--format")] = CheckFormat.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
@@ -363,6 +363,10 @@ def _print_report(report, headline: str) -> None:
             say(one_line(f"note: {r.message} (records: {report.records})"))
     if report.state != "fully_activated" and report.state_explanation:
         say(one_line(report.state_explanation))
+    from kandev_dq.run.check import window_lines
+
+    for line in window_lines(report):  # what a live run read, and through which index
+        say(one_line(line))
     if report.docs_index:
         say(f"data docs: {report.docs_index}")
 

@@ -23,6 +23,9 @@ class IndexedRule:
 #: The GX metric giving the write-once rules (AC-24) this store's key ledger and baseline from the
 #: records database: named here because the rules (below the records) depend on it by name.
 WRITE_ONCE_LEDGER = "kandev.write_once_ledger"
+#: The GX metric deciding a live suite's change window from the records database (the run
+#: layer's :mod:`kandev_dq.run.live_window`); the windowed facts families depend on it by name.
+LIVE_WINDOW = "kandev.live_window"
 
 
 def severity_word(gx_severity: str | None) -> str:
@@ -36,8 +39,8 @@ def _r(expectation: str, suite: str, severity: str, rules: tuple[str, ...]) -> I
     return IndexedRule(expectation, suite, severity, rules)
 
 
-#: In suite-file order (suites by name, expectations as each suite lists them).
-RULE_INDEX: tuple[IndexedRule, ...] = (
+#: The suites reading everything (nightly's and pre_release's), in suite-file order.
+_FULL_READ: tuple[IndexedRule, ...] = (
     _r(
         "expect_activation_keys_to_be_well_formed",
         "activation",
@@ -193,6 +196,91 @@ RULE_INDEX: tuple[IndexedRule, ...] = (
 )
 
 
+#: The ``live`` suites: each runs rules of a full-read suite, at their severities and AC ids,
+#: over what changed since that live suite's last stored run on the store (CONTRACT §2, §5,
+#: §6). Only rules whose finding on the changed part is one the whole store also gives: the
+#: keys and the schema, writer health's directed differences and AC-29, the per-row rules.
+#: (A table-wide disclosure such as "completed rows report metrics" is not judged on a part.)
+LIVE_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "live_activation": (
+        "activation",
+        (
+            "expect_activation_keys_to_be_well_formed",
+            "expect_activation_keys_to_be_paired",
+            "expect_activation_state_to_be_in_set",
+            "expect_execution_since_only_on_amended_schema",
+            "expect_activation_keys_to_be_write_once",
+            "expect_write_once_baseline_to_predate_this_run",
+            "expect_backfill_through_not_after_capture_since",
+        ),
+    ),
+    "live_writer_health": (
+        "writer_health",
+        (
+            "expect_no_writer_shortfall_since_capture_since",
+            "expect_writer_to_have_written_since_capture_since",
+            "expect_subagent_activity_since_capture_since",
+            "expect_no_writer_excess_since_capture_since",
+        ),
+    ),
+    "live_rows": (
+        "rows",
+        tuple(
+            rule.expectation
+            for rule in _FULL_READ
+            if rule.suite == "rows"
+            and rule.expectation
+            not in (
+                # Table-wide: a part of the table may lack what the whole has.
+                "expect_subagent_rows_when_qualifying_messages_exist",
+                "expect_completed_rows_to_report_metrics",
+                # Stored text of every message and row (their own family, read in full).
+                "expect_timestamps_in_recognised_utc_form",
+                "expect_timestamps_to_be_within_range",
+            )
+        ),
+    ),
+}
+
+
+def _live_rules() -> tuple[IndexedRule, ...]:
+    by_name = {(rule.suite, rule.expectation): rule for rule in _FULL_READ}
+    return tuple(
+        _r(
+            expectation,
+            live,
+            by_name[(full, expectation)].severity,
+            by_name[(full, expectation)].rules,
+        )
+        for live, (full, expectations) in LIVE_SUITES.items()
+        for expectation in expectations
+    )
+
+
+#: In suite-file order (suites by name, expectations as each suite lists them). An expectation
+#: a live suite runs is listed once per suite.
+RULE_INDEX: tuple[IndexedRule, ...] = tuple(
+    sorted((*_FULL_READ, *_live_rules()), key=lambda rule: rule.suite)
+)
+#: The expectations whose class declares ``live_window``: those judging the activation, row
+#: and writer-health families of facts, which read a live window (the others read in full).
+LIVE_SCOPED: frozenset[str] = frozenset(
+    rule.expectation
+    for rule in _FULL_READ
+    if rule.suite in ("activation", "rows", "writer_health")
+    and rule.expectation
+    not in (
+        "expect_no_backfill_rows_under_sentinel",
+        "expect_no_backfill_rows_inside_sentinel_window",
+        "expect_population_to_be_disclosed",
+        "expect_message_metadata_to_be_json",
+        "expect_message_metadata_member_names_to_be_unique",
+        "expect_timestamps_in_recognised_utc_form",
+        "expect_timestamps_to_be_within_range",
+    )
+)
+
+
 #: The tables each suite's rules read, as its data docs name its "data asset" (GX's one asset,
 #: ``kandev_meta``, is only the batch every suite is run against).
 SUITE_TABLES: dict[str, tuple[str, ...]] = {
@@ -201,4 +289,7 @@ SUITE_TABLES: dict[str, tuple[str, ...]] = {
     "rows": ("task_session_subagents", "task_session_messages", "task_sessions"),
     "schema": ("task_session_subagents",),
     "writer_health": ("task_session_subagents", "task_session_messages", "kandev_meta"),
+    "live_activation": ("kandev_meta", "task_session_subagents"),
+    "live_rows": ("task_session_subagents", "task_sessions"),
+    "live_writer_health": ("task_session_messages", "task_session_subagents", "kandev_meta"),
 }

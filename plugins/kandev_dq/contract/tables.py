@@ -123,6 +123,8 @@ task_session_messages = sa.Table(
     sa.Index("idx_messages_created_at", "created_at"),
     sa.Index("idx_messages_session_created", "task_session_id", "created_at"),
     sa.Index("idx_messages_turn_id", "turn_id"),
+    # Upstream's: what a live check reads messages updated since its last run through.
+    sa.Index("idx_messages_session_updated", "task_session_id", "updated_at"),
 )
 
 BASE_TABLES = (kandev_meta, task_sessions, task_session_turns, task_session_messages)

@@ -21,6 +21,7 @@ from kandev_dq.contract.states import SELF_HEAL, STATES, explain_state
 from kandev_dq.expectations.base import (
     Finding,
     KandevExpectation,
+    LiveScopedExpectation,
     WindowedExpectation,
     counted,
     register_facts,
@@ -43,14 +44,14 @@ def accept_command(store: str, key: str) -> str:
     return f"kandev-dq ledger accept --store '{store}' --key {key} --reason TEXT"
 
 
-ACTIVATION = register_facts("kandev.activation_facts", activation_facts)
+ACTIVATION = register_facts("kandev.activation_facts", activation_facts, windowed=True)
 SENTINEL_BACKFILL = register_facts(
     "kandev.sentinel_backfill_facts", sentinel_backfill_facts, ("window_minutes",)
 )
 DISCLOSURE = register_facts("kandev.disclosure_facts", disclosure_facts)
 
 
-class _ActivationExpectation(KandevExpectation):
+class _ActivationExpectation(LiveScopedExpectation):
     facts: ClassVar[str] = ACTIVATION
 
 

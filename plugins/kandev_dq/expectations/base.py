@@ -28,9 +28,11 @@ from great_expectations.render import (
     RenderedTableContent,
 )
 from great_expectations.render.renderer.renderer import renderer
+from great_expectations.validator.metric_configuration import MetricConfiguration
 
-from kandev_dq.contract.rule_index import severity_word
+from kandev_dq.contract.rule_index import LIVE_WINDOW, severity_word
 from kandev_dq.errors import exception_message
+from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import gx_facts
 
@@ -39,10 +41,17 @@ FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...
 
 
 def register_metric(
-    name: str, compute: Callable[[Any, dict[str, Any]], Any], value_keys: tuple[str, ...] = ()
+    name: str,
+    compute: Callable[..., Any],
+    value_keys: tuple[str, ...] = (),
+    needs: Callable[[dict[str, Any]], dict[str, dict[str, Any]]] | None = None,
 ) -> str:
     """Register GX table metric ``name``: ``compute(execution_engine, params)``, ``params`` being
-    the value keys the expectation gives it; return the metric name."""
+    the value keys the expectation gives it; return the metric name.
+
+    ``needs(params)`` names the metrics this one depends on for those params (metric name ->
+    its value kwargs, on the same batch): GX computes each first, once per validation, and
+    ``compute(execution_engine, params, metrics)`` then receives their values."""
 
     def _sqlalchemy(
         cls,
@@ -52,32 +61,92 @@ def register_metric(
         metrics,
         runtime_configuration,
     ):
-        return compute(execution_engine, {key: metric_value_kwargs[key] for key in value_keys})
+        params = {key: metric_value_kwargs[key] for key in value_keys}
+        if needs is None:
+            return compute(execution_engine, params)
+        return compute(execution_engine, params, metrics)
 
-    type(
+    def _get_evaluation_dependencies(
+        cls, metric, configuration=None, execution_engine=None, runtime_configuration=None
+    ):
+        dependencies = super(provider, cls)._get_evaluation_dependencies(
+            metric=metric,
+            configuration=configuration,
+            execution_engine=execution_engine,
+            runtime_configuration=runtime_configuration,
+        )
+        params = {key: metric.metric_value_kwargs.get(key) for key in value_keys}
+        for needed, value_kwargs in (needs(params) if needs else {}).items():
+            dependencies[needed] = MetricConfiguration(
+                metric_name=needed,
+                metric_domain_kwargs=metric.metric_domain_kwargs,
+                metric_value_kwargs=value_kwargs,
+            )
+        return dependencies
+
+    provider = type(
         f"Metric_{name.replace('.', '_')}",
         (TableMetricProvider,),
         {
             "metric_name": name,
             "value_keys": value_keys,
             "_sqlalchemy": metric_value(engine=SqlAlchemyExecutionEngine)(_sqlalchemy),
+            "_get_evaluation_dependencies": classmethod(_get_evaluation_dependencies),
             "__module__": __name__,
         },
     )
     return name
 
 
+#: The value key naming the live suite whose last stored run starts a windowed family's window
+#: (None: everything since capture_since, nightly's read). Its window is :data:`LIVE_WINDOW`,
+#: a metric of the run layer (:mod:`kandev_dq.run.live_window`), decided once per validation.
+LIVE_KEY = "live_window"
+#: What the window metric adds to a windowed family's ``window`` fact besides its start.
+WINDOW_RECORD = ("suite", "store", "watermark", "previous", "overlap_minutes", "max_gap_hours")
+
+
 def register_facts(
-    name: str, compute: Callable[..., Mapping[str, Any]], value_keys: tuple[str, ...] = ()
+    name: str,
+    compute: Callable[..., Mapping[str, Any]],
+    value_keys: tuple[str, ...] = (),
+    *,
+    windowed: bool = False,
 ) -> str:
-    """Register GX metric ``name`` computing one family of facts; return the metric name."""
+    """Register GX metric ``name`` computing one family of facts; return the metric name.
+
+    A ``windowed`` family also takes :data:`LIVE_KEY`: given a live suite's name, it depends on
+    the :data:`LIVE_WINDOW` metric and ``compute`` receives that window (``window=``)."""
     FACTS_FAMILIES[name] = (compute, value_keys)
 
-    def facts(execution_engine, params: dict[str, Any]) -> Mapping[str, Any]:
+    def facts(execution_engine, params: dict[str, Any], metrics=None) -> Mapping[str, Any]:
+        params = dict(params)
+        decided = (metrics or {}).get(LIVE_WINDOW) if params.pop(LIVE_KEY, None) else None
+        if decided is not None:
+            params["window"] = ChangeWindow(decided["start"], decided["reason"])
         family = name + repr(sorted(params.items()))
-        return gx_facts(execution_engine.engine, family, lambda conn: compute(conn, **params))
+        found = gx_facts(execution_engine.engine, family, lambda conn: compute(conn, **params))
+        if decided is None:
+            return found
+        # The window as decided (and this run's watermark, which the next run starts from),
+        # with how the family read it (nothing to read: no reads, e.g. without capture_since).
+        read = found.get("window") or {
+            "start": decided["start"],
+            "full": decided["start"] is None,
+            "reason": decided["reason"],
+            "reads": {},
+        }
+        record = {key: decided.get(key) for key in WINDOW_RECORD}
+        return {**found, "window": {**read, **record}}
 
-    return register_metric(name, facts, value_keys)
+    if not windowed:
+        return register_metric(name, facts, value_keys)
+
+    def needs(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        suite = params.get(LIVE_KEY)
+        return {LIVE_WINDOW: {LIVE_KEY: suite}} if suite else {}
+
+    return register_metric(name, facts, (*value_keys, LIVE_KEY), needs)
 
 
 @dataclass(kw_only=True)
@@ -170,7 +239,12 @@ class KandevExpectation(BatchExpectation):
         self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
     ):
         facts = {**metrics[self.facts], **{name: metrics[name] for name in self.judged_metrics}}
-        return self.result_of(self.finding(facts))
+        found = self.finding(facts)
+        if "window" in facts:
+            # What a live read covered, in every result: the output and the data docs say it,
+            # and the next live run starts from its watermark.
+            found.details = {**found.details, LIVE_KEY: facts["window"]}
+        return self.result_of(found)
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
         """A finding in GX's result shape (details carry the one-line message and AC ids).
@@ -242,7 +316,7 @@ class KandevExpectation(BatchExpectation):
         text = f"Could not evaluate: {error}" if error else details.get("message")
         if not text:
             return []
-        return [
+        said = [
             RenderedStringTemplateContent(
                 content_block_type="string_template",
                 string_template={
@@ -258,6 +332,10 @@ class KandevExpectation(BatchExpectation):
                 },
             )
         ]
+        window = details.get(LIVE_KEY)
+        if isinstance(window, dict):
+            said.append(_window_block(window))
+        return said
 
     @classmethod
     @renderer(renderer_type=LegacyDiagnosticRendererType.UNEXPECTED_TABLE)
@@ -282,6 +360,26 @@ class KandevExpectation(BatchExpectation):
                 styling={"body": {"classes": ["table", "table-bordered", "table-sm", "mt-3"]}},
             ),
         ]
+
+
+def window_text(window: dict[str, Any]) -> str:
+    """What a live read covered and how each read was served, in one line."""
+    start = window.get("start")
+    reads = window.get("reads") or {}
+    served = "; ".join(f"{name}: {how}" for name, how in reads.items())
+    return f"read {'from ' + str(start) if start else 'in full'}: {window.get('reason')}. {served}"
+
+
+def _window_block(window: dict[str, Any]) -> RenderedStringTemplateContent:
+    """A live rule's window under its finding (a template param: GX escapes it)."""
+    return RenderedStringTemplateContent(
+        content_block_type="string_template",
+        string_template={
+            "template": "$window",
+            "params": {"window": window_text(window)[:1000]},
+            "styling": {"classes": ["d-block", "text-muted", "small"]},
+        },
+    )
 
 
 def listing_block(query: str, count: int | None) -> RenderedStringTemplateContent:
@@ -328,6 +426,27 @@ def _observed_content(value: Any) -> RenderedStringTemplateContent:
         content_block_type="string_template",
         string_template={"template": template, "params": params},
     )
+
+
+class LiveScopedExpectation(KandevExpectation):
+    """A rule a ``live`` suite also runs: given ``live_window`` (the live suite's name), its
+    facts are read over what changed since that suite's last stored run on this store
+    (:mod:`kandev_dq.run.live_window`), with the same judge, AC ids and severity."""
+
+    live_window: str | None = pydantic.Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description=(
+            "The live suite whose last stored run on this store starts the window read; "
+            "unset, everything since capture_since is read."
+        ),
+    )
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if LIVE_KEY not in cls.success_keys:
+            cls.success_keys = (*cls.success_keys, LIVE_KEY)
 
 
 class WindowedExpectation(KandevExpectation):

@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 
 from great_expectations.expectations.metadata_types import FailureSeverity
 
-from kandev_dq.expectations.base import Finding, KandevExpectation, register_facts
+from kandev_dq.expectations.base import Finding, LiveScopedExpectation, register_facts
 from kandev_dq.facts.health import health_facts
 
-HEALTH = register_facts("kandev.health_facts", health_facts)
+HEALTH = register_facts("kandev.health_facts", health_facts, windowed=True)
 
 
-class _HealthExpectation(KandevExpectation):
+class _HealthExpectation(LiveScopedExpectation):
     """Rules that qualify the shortfall: without a comparison (AC-28a) they pass as "not
     run" — the shortfall rule carries that failure; repeating it would say one thing twice."""
 

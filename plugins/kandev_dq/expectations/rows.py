@@ -28,13 +28,13 @@ from typing import Any, ClassVar
 from great_expectations.expectations.metadata_types import FailureSeverity
 
 from kandev_dq.contract.tables import TOOL_STATUSES
-from kandev_dq.expectations.base import Finding, KandevExpectation, counted, register_facts
+from kandev_dq.expectations.base import Finding, LiveScopedExpectation, counted, register_facts
 from kandev_dq.facts.rows import row_facts
 
-ROWS = register_facts("kandev.row_facts", row_facts)
+ROWS = register_facts("kandev.row_facts", row_facts, windowed=True)
 
 
-class _RowExpectation(KandevExpectation):
+class _RowExpectation(LiveScopedExpectation):
     """A row rule judged from one count of the shared scan (``rule``), with its sample."""
 
     facts: ClassVar[str] = ROWS

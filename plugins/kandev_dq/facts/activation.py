@@ -26,6 +26,7 @@ from kandev_dq.contract.states import state_of
 from kandev_dq.contract.tables import UNKNOWN_EXECUTION, subagents
 from kandev_dq.facts.shapes import (
     ActivationFacts,
+    ChangeWindow,
     DescribedKey,
     DisclosureFacts,
     SentinelBackfillFacts,
@@ -82,7 +83,10 @@ def _just_after(key: Instant) -> Instant:
     return key.shifted(1)
 
 
-def activation_facts(conn: sa.Connection) -> ActivationFacts:
+def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> ActivationFacts:
+    """The keys, the state and the schema observed; and, without a ``window``, the boundary
+    offences counted over the table. A live read (with a window) judges the keys, their pair
+    and the schema only: its rules read nothing else, whatever the window."""
     keys = read_keys(conn)
     shape = observe_subagents(conn)
     facts: dict[str, Any] = {
@@ -93,6 +97,14 @@ def activation_facts(conn: sa.Connection) -> ActivationFacts:
         "amended": shape.clauses_1_to_3_hold,
         "schema_findings": shape.problems(),
     }
+    if window is not None:
+        facts["window"] = {
+            "start": window.start,
+            "full": window.start is None,
+            "reason": window.reason,
+            "reads": {"kandev_meta": "the keys, and the schema observed (no rows read)"},
+        }
+        return facts
     if not shape.table_exists:
         return facts
     capture = _instant(CAPTURE_SINCE, keys[CAPTURE_SINCE])

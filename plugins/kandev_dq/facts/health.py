@@ -23,6 +23,14 @@ from one aggregate over that ledger: ONE statement for both sides and both diffe
 cost is a sort of the window, whatever the planner believes about the window's size (a join
 planned for one estimated row would compare every message key with every row key). Capped
 samples are read from the same ledger only for a non-zero count.
+
+**A live window** (:class:`~kandev_dq.facts.shapes.ChangeWindow` with a start) reads the same
+ledger for the sessions where something changed at or after the start only (a message created
+or updated, a row observed or updated: :func:`kandev_dq.facts.window.read_window`), and counts
+the keys that changed there. A key lies within one session, so every count is nightly's
+restricted to those keys: live reports nothing nightly would not, and every fault of a changed
+key that nightly reports (CONTRACT §6). AC-29's MAX(observed_at) is read over every row since
+``:since``; when it is NULL the whole record is read, as nightly reads it.
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.contract.tables import subagents
-from kandev_dq.facts.shapes import HealthFacts
+from kandev_dq.facts.shapes import ChangeWindow, HealthFacts
+from kandev_dq.facts.window import WindowRead, read_window
 from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
@@ -43,7 +52,7 @@ from kandev_dq.sql.scan import count_when, part
 from kandev_dq.store.observe import observe_subagents
 
 
-def health_facts(conn: sa.Connection) -> HealthFacts:
+def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> HealthFacts:
     raw = read_keys(conn)[CAPTURE_SINCE]
     shape = observe_subagents(conn)
     facts: dict[str, Any] = {
@@ -64,20 +73,31 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
         return facts
     facts["since"] = since.rfc3339nano()
     bound = instant_param("since", since)
+    read = read_window(conn, window, with_rows=shape.table_exists)
+    latest = None
+    if read is not None and not read.full:
+        latest = _latest_observed(conn, bound) if shape.table_exists else None
+        if latest is None:
+            # AC-29: nothing written since capture_since; every qualifying key since then is
+            # one the writer missed, changed in the window or not: the whole record is read.
+            read = read_window(conn, ChangeWindow(None, _SILENT), with_rows=shape.table_exists)
+    if read is not None:
+        facts["window"] = read.facts
 
-    ledger = _ledger(bound, with_rows=shape.table_exists)
+    ledger = _ledger(bound, with_rows=shape.table_exists, read=read)
     k = ledger.c
 
-    shortfall = sa.and_(k.qualifying == 1, k.observed == 0)
-    excess = sa.and_(k.observed == 1, k.messaged == 0)
+    changed = k.changed == 1
+    shortfall = sa.and_(k.qualifying == 1, k.observed == 0, changed)
+    excess = sa.and_(k.observed == 1, k.messaged == 0, changed)
     counts = conn.execute(
         sa.select(
-            count_when(k.messaged == 1).label("subagent_messages"),
-            count_when(k.qualifying == 1).label("qualifying_keys"),
+            count_when(sa.and_(k.messaged == 1, changed)).label("subagent_messages"),
+            count_when(sa.and_(k.qualifying == 1, changed)).label("qualifying_keys"),
             count_when(shortfall).label("shortfall"),
             count_when(excess).label("excess"),
-            count_when(k.observed == 1).label("keys"),
-            sa.func.coalesce(sa.func.sum(k.rows), 0).label("rows"),
+            count_when(sa.and_(k.observed == 1, changed)).label("keys"),
+            sa.func.coalesce(sa.func.sum(sa.case((changed, k.rows), else_=0)), 0).label("rows"),
             # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
             sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
         )
@@ -96,7 +116,7 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
     )
     # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
     # qualifying key since then is one it did not write.
-    silent = [k.qualifying == 1]
+    silent = [k.qualifying == 1, changed]
     if shape.table_exists:
         since = subagents.alias("observed_since")  # never correlated with the ledger's rows
         silent.append(
@@ -126,7 +146,8 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
         "row key without a subagent message since capture_since",
     )
     keys, rows = int(counts.keys), int(counts.rows)
-    facts["latest_observed_at"] = display(counts.latest)
+    # A window's ledger holds the changed sessions' rows only: the MAX was read over all.
+    facts["latest_observed_at"] = display(latest if latest is not None else counts.latest)
     sample: list[dict[str, Any]] = []
     if rows > keys:
         colliding = sa.select(
@@ -136,20 +157,37 @@ def health_facts(conn: sa.Connection) -> HealthFacts:
             k.row_id,
             k.first_observed_at,
             k.last_observed_at,
-        ).where(k.rows > 1)
+        ).where(k.rows > 1, changed)
         sample = sample_of(conn, colliding.order_by(k.task_session_id, k.tool_call_id))
     facts["collisions"] = {"count": rows - keys, "rows": rows, "keys": keys, "sample": sample}
     return facts
 
 
 _NULL = sa.literal_column("NULL")
+_SILENT = "no subagent row observed since capture_since: the whole record is read (AC-29)"
 
 
-def _ledger(bound: sa.BindParameter, *, with_rows: bool) -> sa.Subquery:
+def _latest_observed(conn: sa.Connection, bound: sa.BindParameter) -> str | None:
+    """``MAX(observed_at)`` over every row at/after ``:since`` (AC-29), as text."""
+    r = subagents.c
+    return conn.execute(
+        sa.select(sa.cast(sa.func.max(utc_instant(r.observed_at)), sa.Text)).where(
+            at_or_after(r.observed_at, bound)
+        )
+    ).scalar()
+
+
+def _ledger(
+    bound: sa.BindParameter, *, with_rows: bool, read: WindowRead | None = None
+) -> sa.Subquery:
     """One row per ``(task_session_id, tool_call_id)`` key seen at/after ``:since``: whether a
     subagent message has it (``messaged``, the widest set), a qualifying one (``qualifying``,
-    AC-21), a row (``observed``), with what each side shows of it."""
-    sm = subagent_messages("window_messages", since=bound)
+    AC-21), a row (``observed``), with what each side shows of it, and whether something of it
+    changed in the window ``read`` (``changed``; always 1 without a window or read in full).
+    With a window, only the sessions where something changed are read."""
+    windowed = read is not None and not read.full
+    within = read.sessions if windowed else None
+    sm = subagent_messages("window_messages", since=bound, within=within)
     messages = sa.select(
         sm.c.task_session_id,
         sm.c.tool_call_id,
@@ -163,10 +201,14 @@ def _ledger(bound: sa.BindParameter, *, with_rows: bool) -> sa.Subquery:
         sa.cast(sa.null(), sa.Integer).label("rows"),  # typed: summed even with no row side
         _NULL.label("first_observed_at"),
         _NULL.label("last_observed_at"),
+        (read.changed(sm.c.created_at, sm.c.updated_at) if windowed else sa.literal(1)).label(
+            "changed"
+        ),
     )
     sides = [messages]
     if with_rows:
         r = subagents.c
+        in_window = [r.task_session_id.in_(sa.select(within.c.task_session_id))] if windowed else []
         observed = utc_instant(r.observed_at)
         sides.append(
             sa.select(
@@ -182,7 +224,8 @@ def _ledger(bound: sa.BindParameter, *, with_rows: bool) -> sa.Subquery:
                 sa.literal(1),
                 observed,
                 observed,
-            ).where(at_or_after(r.observed_at, bound))
+                read.changed(r.observed_at, r.updated_at) if windowed else sa.literal(1),
+            ).where(at_or_after(r.observed_at, bound), *in_window)
         )
     stacked = sa.union_all(*sides).subquery("stacked")
     s = stacked.c
@@ -200,6 +243,7 @@ def _ledger(bound: sa.BindParameter, *, with_rows: bool) -> sa.Subquery:
             sa.func.sum(s.rows).label("rows"),
             sa.func.min(s.first_observed_at).label("first_observed_at"),
             sa.func.max(s.last_observed_at).label("last_observed_at"),
+            sa.func.max(s.changed).label("changed"),
         )
         .group_by(s.task_session_id, s.tool_call_id)
         .subquery("ledger")

@@ -9,6 +9,11 @@ offending rows, with their primary keys. Timestamps are compared through
 The table may be missing (a store predating the feature) or pre-amendment (no
 ``agent_execution_id``): rules that need what is not there are marked not applicable, never
 crash; the schema suite reports the shape itself.
+
+**A live window** judges only the rows observed or updated at or after its start (the table
+has no index on either column: one scan, :func:`kandev_dq.facts.window.read_changed_rows`),
+with the same predicates; uniqueness counts each changed row's key over the whole table, and
+orphans are the same join to ``task_sessions``. Every offence it counts is one nightly counts.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from kandev_dq.contract.tables import (
     subagents,
     task_sessions,
 )
-from kandev_dq.facts.shapes import RowFacts
+from kandev_dq.facts.shapes import ChangeWindow, RowFacts
+from kandev_dq.facts.window import WindowRead, read_changed_rows
 from kandev_dq.sql.dialect import utc_instant, utc_instant_latest
 from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
@@ -164,26 +170,44 @@ def _rules(amended: bool) -> dict[str, tuple[Predicate, tuple[str, ...]]]:
     return rules
 
 
-def _scanned(amended: bool, *, with_key_counts: bool) -> sa.Subquery:
-    """The table as the rules read it: orphan marker, and (optionally) rows and rank per key."""
+def _scanned(
+    amended: bool, *, with_key_counts: bool, read: WindowRead | None = None
+) -> sa.Subquery:
+    """The table as the rules read it: orphan marker, and (optionally) rows and rank per key.
+    With a window ``read``, only the rows changed in it, each key counted over the table."""
     r = subagents.c
-    key = [r[name] for name in (AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE)]
+    names = AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE
+    key = [r[name] for name in names]
     columns = [col for col in subagents.c if amended or col.name != "agent_execution_id"]
     extra = [task_sessions.c.id.label("parent_session")]
-    if with_key_counts:
+    windowed = read is not None and not read.full
+    if with_key_counts and windowed:
+        # Per changed row, through the key's leading column's index: a window over the whole
+        # table would sort every row.
+        same = subagents.alias("same_key")
+        same_key = [same.c[name].is_not_distinct_from(r[name]) for name in names]
+        same_key[0] = same.c[names[0]] == r[names[0]]
+        held = sa.select(sa.func.count()).select_from(same).where(*same_key)
+        extra.append(held.scalar_subquery().label("key_rows"))
+        # Ranked among the changed rows: the listing names each key once, by its first one.
+        earlier = held.where(
+            same.c.id < r.id, read.changed_when(same.c.observed_at, same.c.updated_at)
+        )
+        extra.append((earlier.scalar_subquery() + 1).label("key_rank"))
+    elif with_key_counts:
         extra.append(sa.func.count().over(partition_by=key).label("key_rows"))
         extra.append(sa.func.row_number().over(partition_by=key, order_by=r.id).label("key_rank"))
-    return (
-        sa.select(*columns, *extra)
-        .select_from(
-            subagents.outerjoin(task_sessions, task_sessions.c.id == subagents.c.task_session_id)
-        )
-        .subquery("scanned")
+    scanned = sa.select(*columns, *extra).select_from(
+        subagents.outerjoin(task_sessions, task_sessions.c.id == subagents.c.task_session_id)
     )
+    if windowed:
+        scanned = scanned.where(read.changed_when(r.observed_at, r.updated_at))
+    return scanned.subquery("scanned")
 
 
-def row_facts(conn: sa.Connection) -> RowFacts:
-    """Every row rule's count (one scan) and, for the failing ones, a capped sample."""
+def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFacts:
+    """Every row rule's count (one scan) and, for the failing ones, a capped sample; with a
+    ``window``, of the rows changed in it only."""
     shape = observe_subagents(conn)
     amended = shape.has_execution_column
     facts: dict[str, Any] = {
@@ -197,10 +221,14 @@ def row_facts(conn: sa.Connection) -> RowFacts:
     if not shape.table_exists:
         facts["qualifying_messages"], facts["qualifying_listing"] = _qualifying_messages(conn)
         return facts
+    read = read_changed_rows(conn, window)
+    if read is not None:
+        facts["window"] = read.facts
+    windowed = read is not None and not read.full
     rules = _rules(amended)
-    scanned = _scanned(amended, with_key_counts=True)
+    scanned = _scanned(amended, with_key_counts=True, read=read)
     c = scanned.c
-    plain = _scanned(amended, with_key_counts=False)
+    plain = _scanned(amended, with_key_counts=False, read=read)
 
     identity = [
         "id",
@@ -211,7 +239,9 @@ def row_facts(conn: sa.Connection) -> RowFacts:
     # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the key
     # beside the scan: a window in the scan passed every column of every row through a sorter
     # (a third of the statement's time on SQLite). Its samples and listing read the window.
-    duplicated = _duplicated_keys(amended)
+    duplicated = (
+        _changed_duplicated_keys(scanned, facts["key"]) if windowed else _duplicated_keys(amended)
+    )
     held_rows = sa.select(sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0))
 
     def condition(name: str, pred: Predicate, shown: tuple[str, ...]) -> Counted:
@@ -231,7 +261,7 @@ def row_facts(conn: sa.Connection) -> RowFacts:
     ]
     counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
     facts["rows"] = int(counts["rows"])
-    if not facts["rows"]:
+    if not facts["rows"] and not windowed:
         # Only an empty table needs the messages read (the emptiness rule's other side).
         facts["qualifying_messages"], facts["qualifying_listing"] = _qualifying_messages(conn)
     facts["completed_rows"] = int(counts["completed_rows"])
@@ -259,6 +289,17 @@ def row_facts(conn: sa.Connection) -> RowFacts:
         "rows share this key",
     )
     return facts
+
+
+def _changed_duplicated_keys(scanned: sa.Subquery, key: list[str]) -> sa.Subquery:
+    """Each key of a changed row held by more than one row of the table, with ``key_rows``."""
+    c = scanned.c
+    return (
+        sa.select(*(c[name] for name in key), c.key_rows)
+        .where(c.key_rows > 1)
+        .distinct()
+        .subquery("duplicated")
+    )
 
 
 def _duplicated_keys(amended: bool) -> sa.Subquery:

@@ -8,6 +8,7 @@ function's real output against these declarations on both dialects.
 
 # No ``from __future__ import annotations``: on Python 3.11 a TypedDict would then not see
 # ``NotRequired`` and would list every key as required.
+from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
 from kandev_dq.sql.listing import Listing
@@ -15,6 +16,27 @@ from kandev_dq.sql.scan import Part
 
 #: A row of a sample or a disclosure table, column name -> shown value.
 Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ChangeWindow:
+    """What a ``live`` read covers: what changed at or after ``start`` (an RFC 3339 instant),
+    or, with ``start`` None, everything since capture_since as ``nightly`` reads it, ``reason``
+    saying why. The run layer decides it once per suite run from the records database
+    (:mod:`kandev_dq.run.live_window`); the facts families only read it."""
+
+    start: str | None
+    reason: str
+
+
+class WindowFacts(TypedDict):
+    """How a ``live`` family read its window: from when (None: in full, and why), and per read
+    whether an index served it or a scan did (and why)."""
+
+    start: str | None
+    full: bool
+    reason: str
+    reads: dict[str, str]
 
 
 class DescribedKey(TypedDict):
@@ -43,6 +65,8 @@ class ActivationFacts(TypedDict):
     #: only when backfill_through is an instant (AC-24 point 1)
     uncovered_messages: NotRequired[Part]
     backfill_after_through: NotRequired[Part]
+    #: only on a ``live`` read: its window (the keys and the schema only are read)
+    window: NotRequired[WindowFacts]
 
 
 class SentinelBackfillFacts(TypedDict):
@@ -85,6 +109,8 @@ class HealthFacts(TypedDict):
     collisions: NotRequired[Collisions]
     #: every qualifying key since capture_since, listed (what a silent writer left unwritten)
     qualifying_listing: NotRequired[Listing]
+    #: only on a ``live`` read: its window and how each read was served
+    window: NotRequired[WindowFacts]
 
 
 class RulePart(Part):
@@ -106,6 +132,8 @@ class RowFacts(TypedDict):
     qualifying_listing: NotRequired[Listing]
     completed_rows: NotRequired[int]
     empty_by_column: NotRequired[dict[str, int]]
+    #: only on a ``live`` read: its window (only the rows changed in it are judged)
+    window: NotRequired[WindowFacts]
 
 
 class ExecutionColumn(TypedDict):

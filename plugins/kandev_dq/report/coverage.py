@@ -66,9 +66,16 @@ def coverage_rows(project: Path | None = None) -> list[CoverageRow]:
                 else "(none)"
             )
             rows.append(CoverageRow(criterion.ac, criterion.summary, note, "", ""))
+        # An expectation several suites run (a live suite reruns its full-read one's rules)
+        # is one row naming its suites.
+        suites: dict[tuple[str, str], list[str]] = {}
         for c in cited:
+            suites.setdefault((c.expectation, c.severity), []).append(c.suite)
+        for (expectation, severity), names in suites.items():
             rows.append(
-                CoverageRow(criterion.ac, criterion.summary, c.expectation, c.suite, c.severity)
+                CoverageRow(
+                    criterion.ac, criterion.summary, expectation, ", ".join(names), severity
+                )
             )
     return rows
 

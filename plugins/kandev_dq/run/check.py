@@ -14,13 +14,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kandev_dq.contract.rule_index import LIVE_SUITES
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
+from kandev_dq.expectations.base import window_text
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import changes_since, rule_key
 from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.project import DATASOURCE, load_context
+from kandev_dq.run.live_window import live_settings
+from kandev_dq.run.project import CHECKPOINTS, DATASOURCE, load_context
 from kandev_dq.run.records import JSON_LEDGER, Records, records_url, refuse_the_store
 from kandev_dq.run.register import finish_run, record_run, run_key
 from kandev_dq.run.results import RuleResult, failing_severities, rule_result
@@ -58,6 +61,9 @@ class CheckReport:
     #: Against the last run of this checkpoint on this store: its run time, the rules failing
     #: now that did not then (``new``), and those that failed then and pass now (``resolved``).
     changes: dict[str, Any] = field(default_factory=dict)
+    #: Each live suite's window: from when (None: in full, and why), this run's watermark,
+    #: and which reads an index served and which fell back to a scan.
+    windows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
@@ -94,6 +100,8 @@ def run_check(
     cannot be opened, both before the store is opened.
     """
     started = time.perf_counter()
+    if any(suite in LIVE_SUITES for suite in CHECKPOINTS.get(checkpoint, ())):
+        live_settings()  # a bad setting is a one-line error before anything is opened
     chosen_records = records_url(project, records, allow_project_code=allow_project_code)
     refuse_the_store(chosen_records, resolve_url(chosen_store(target)))
     with Records(chosen_records) as ledger:
@@ -162,6 +170,7 @@ def _run_with_records(
             baseline_taken_at=baseline.taken_at if baseline else "",
             suite_seconds=suite_seconds,
         )
+        report.windows = live_windows(outcome)
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
         report.run_name = run_id.run_name
@@ -204,6 +213,22 @@ def _run_with_records(
         return report
     finally:
         store.dispose()
+
+
+def live_windows(outcome) -> dict[str, dict[str, Any]]:
+    """The window each live suite of a checkpoint result read, as its rules carry it."""
+    windows: dict[str, dict[str, Any]] = {}
+    for validation in outcome.run_results.values():
+        for result in validation.results:
+            window = ((result.result or {}).get("details") or {}).get("live_window")
+            if window:
+                windows.setdefault(validation.suite_name, window)
+    return windows
+
+
+def window_lines(report: CheckReport) -> list[str]:
+    """How each live suite's window reads in the text report (store values: none)."""
+    return [f"{suite} {window_text(window)}" for suite, window in report.windows.items()]
 
 
 def _docs_index(project: Path) -> str | None:

@@ -24,7 +24,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.rule_index import RULE_INDEX
+from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX
 from kandev_dq.errors import KandevDqError
 
 # The project's parts, named once where the vetting (which reads them before GX) defines them.
@@ -49,6 +49,9 @@ SUITE_ASSETS: dict[str, str] = {
     "rows": "task_session_subagents",
     "schema": "task_session_subagents",
     "backfill": "task_session_messages",
+    "live_activation": "kandev_meta",
+    "live_writer_health": "task_session_messages",
+    "live_rows": "task_session_subagents",
 }
 BATCH = "whole_table"
 
@@ -71,12 +74,14 @@ class Planned:
 
 def suite_plan(suite: str) -> list[Planned]:
     """A suite's expectations, in order, read without GX from the rule index (its one list of
-    which expectation runs in which suite at which severity)."""
+    which expectation runs in which suite at which severity). A live suite names itself to
+    each of its rules (``live_window``): its window starts from its own last stored run."""
+    live = {"live_window": suite} if suite in LIVE_SUITES else {}
     return [
         Planned(
             rule.expectation,
             "critical" if rule.severity == "error" else rule.severity,
-            copy.deepcopy(SUITE_KWARGS.get(rule.expectation, {})),
+            copy.deepcopy(SUITE_KWARGS.get(rule.expectation, {})) | live,
         )
         for rule in RULE_INDEX
         if rule.suite == suite
@@ -98,7 +103,7 @@ def suite_expectations(suite: str) -> list:
 #: Suite name -> a function building its GX expectations (imported lazily: GX is slow to import).
 SUITES: dict[str, Callable[[], list]] = {
     name: functools.partial(suite_expectations, name)
-    for name in ("activation", "writer_health", "rows", "schema", "backfill")
+    for name in ("activation", "writer_health", "rows", "schema", "backfill", *LIVE_SUITES)
 }
 
 #: Checkpoint name -> the suites it runs, in order.
@@ -106,6 +111,8 @@ CHECKPOINTS: dict[str, tuple[str, ...]] = {
     "nightly": ("activation", "writer_health", "rows"),
     "pre_release": ("activation", "writer_health", "rows", "schema", "backfill"),
     "post_migration": ("schema", "activation", "backfill"),
+    # Every few minutes: what changed since the last live run (kandev_dq.run.live_window).
+    "live": ("live_activation", "live_writer_health", "live_rows"),
 }
 
 
@@ -193,6 +200,7 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
     else:
         trust_project_code(root)  # GX's path vets it again (kandev_dq.run.suites_store)
     import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
+    import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
     import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
 
     quiet_gx()

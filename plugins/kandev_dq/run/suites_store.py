@@ -31,6 +31,7 @@ from pathlib import Path
 from great_expectations.data_context.store import expectations_store as gx_expectations_store
 
 import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
+import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
 import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
 from kandev_dq.run.project import code_allowed, refuse_incomplete_suite, refuse_project_code
 

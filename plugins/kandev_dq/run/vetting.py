@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.rule_index import RULE_INDEX
+from kandev_dq.contract.rule_index import LIVE_SCOPED, RULE_INDEX
 from kandev_dq.errors import KandevDqError
 from kandev_dq.text import one_line
 
@@ -114,6 +114,7 @@ OWN_FIELDS: dict[str, frozenset[str]] = {
 DECLARED_KWARGS: dict[str, frozenset[str]] = {
     rule.expectation: OWN_FIELDS.get(rule.expectation, frozenset())
     | ({"window_minutes"} if rule.expectation in WINDOWED else frozenset())
+    | ({"live_window"} if rule.expectation in LIVE_SCOPED else frozenset())
     for rule in RULE_INDEX
 }
 

@@ -90,6 +90,7 @@ def message_documents(
     since: sa.BindParameter | None = None,
     extra: tuple = (),
     candidates_only: bool = False,
+    within: sa.FromClause | None = None,
 ) -> sa.Subquery:
     """Every message with its metadata read once as a document ``doc`` (AC-23b), fenced (see
     the module's note on the optimisation fence).
@@ -99,6 +100,9 @@ def message_documents(
     columns of ``task_session_messages`` ride along. ``candidates_only`` keeps only the
     messages whose text may hold the kind ``subagent_task``, tested inside the subquery: the
     others are never parsed, nor passed on (by PostgreSQL's parallel workers, among others).
+    ``within`` (a subquery of distinct session ids, column ``task_session_id``) reads only
+    those sessions' messages: each session one range of the ``(task_session_id, created_at)``
+    index.
     """
     m = schema.task_session_messages
     # Every reader keeps the subagent messages only: the others need not be parsed.
@@ -117,6 +121,8 @@ def message_documents(
         stored.label("metadata"),  # the stored text, for SQLite's test of names (json_text)
         *extra,
     )
+    if within is not None:
+        read = read.where(m.c.task_session_id.in_(sa.select(within.c.task_session_id)))
     if since is not None:
         read = read.where(at_or_after(m.c.created_at, since))
     if candidates_only:
@@ -168,6 +174,7 @@ def subagent_messages(
     since: sa.BindParameter | None = None,
     only: tuple[str, ...] | None = None,
     reads_most_fields: bool = False,
+    within: sa.FromClause | None = None,
 ) -> sa.Subquery:
     """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b), every
     text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``
@@ -177,8 +184,9 @@ def subagent_messages(
     caller reading most fields sets ``reads_most_fields``: each message's names are then tested
     once, in a one-row table joined to it (:func:`~kandev_dq.sql.dialect.once_per_row`), which
     costs a little even when no field is read, and keeps the subquery from being flattened into
-    the right side of a LEFT JOIN."""
-    docs = message_documents(f"{name}_docs", since=since, candidates_only=True)
+    the right side of a LEFT JOIN. ``within`` reads only some sessions' messages (see
+    :func:`message_documents`)."""
+    docs = message_documents(f"{name}_docs", since=since, candidates_only=True, within=within)
     doc, stored = docs.c.doc, docs.c.metadata
     names = [column for column, _, _ in _FIELD_READS if only is None or column in only]
     fields, walk = metadata_fields(doc, stored, names, f"{name}_walk", reads_most_fields)

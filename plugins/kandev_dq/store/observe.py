@@ -295,3 +295,27 @@ def _observe(inspector: sa.Inspector) -> SubagentsShape:
         indexes=tuple(sorted(indexes)),
         foreign_keys=tuple(sorted(foreign_keys)),
     )
+
+
+def index_leading(conn: sa.Connection, table: str, columns: tuple[str, ...]) -> str | None:
+    """The name of an index of ``table`` whose leading columns are ``columns`` in that order
+    (a plain, unique or constraint-backing one; never a partial one), or None: what a range
+    read on those columns can use, observed in the live schema, never assumed."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sa.exc.SAWarning)
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(table):
+            return None
+        found = sorted(
+            index["name"]
+            for index in inspector.get_indexes(table)
+            if _columns(index["column_names"], index.get("expressions"))[: len(columns)]
+            == tuple(columns)
+            and not _is_partial(index.get("dialect_options") or {})
+        )
+        if not found and any(
+            tuple(u["column_names"][: len(columns)]) == tuple(columns)
+            for u in inspector.get_unique_constraints(table)
+        ):
+            found = ["a UNIQUE constraint"]
+    return found[0] if found else None

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -44,6 +45,9 @@ class PinnedRead:
     unreadable: Unreadable = field(default_factory=Unreadable)
     #: The GX run name of the run reading it (the key ledger records who saw a key first).
     run_name: str | None = None
+    #: When the snapshot began, in UTC, taken just before it: a live run's watermark (every
+    #: change it can see was committed by then; the window's overlap covers the writer's clock).
+    started_at: datetime | None = None
 
 
 #: Engine -> the pinned read its facts are taken from while a run lasts (by identity).
@@ -95,8 +99,9 @@ def pinned(
     reader = engine if reader is None else reader
     if reader in _pins:
         raise RuntimeError("this engine already reads a pinned snapshot")
+    started_at = datetime.now(UTC)
     with read_snapshot(engine) as conn:
-        run = PinnedRead(conn, run_name=run_name)
+        run = PinnedRead(conn, run_name=run_name, started_at=started_at)
         _pins[reader] = run
         try:
             yield run

@@ -1,0 +1,174 @@
+"""Reading a ``live`` window: which sessions changed at or after its start, through which index.
+
+"What changed" (the ``live`` checkpoint) is a message created or updated, or a subagent row
+observed or updated, at or after the window's start, each compared exactly (AC-24e). The
+sessions holding such a change are read first; the writer-health ledger and the row rules then
+read only those sessions (a ``(task_session_id, tool_call_id)`` key lies within one session),
+or only the changed rows.
+
+Each read uses an index where the store has one, observed in its live schema
+(:func:`kandev_dq.store.observe.index_leading`), never assumed: messages created in the window
+are a range of ``idx_messages_created_at``; messages updated in it a range of
+``idx_messages_session_updated`` per session (upstream creates both). Without one, the read is
+a scan, and :attr:`WindowRead.facts` says so, as it says how every other read was served;
+``task_session_subagents`` has no index on ``observed_at`` or ``updated_at`` upstream, so its
+changed rows are read by a scan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from kandev_dq.contract.instants import parse_key
+from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages, task_sessions
+from kandev_dq.facts.shapes import ChangeWindow, WindowFacts
+from kandev_dq.sql.dialect import at_or_after, instant_param, may_hold_string
+from kandev_dq.sql.mapping import SUBAGENT_KIND
+from kandev_dq.sql.messages import stored_metadata
+from kandev_dq.store.observe import index_leading
+
+MESSAGES = task_session_messages.name
+#: Each read of a window, as its output names it.
+CREATED = "messages created in the window"
+UPDATED = "messages updated in the window"
+ROWS = "subagent rows changed in the window"
+SESSIONS = "the changed sessions' messages and rows"
+
+
+@dataclass(frozen=True)
+class WindowRead:
+    """A window as the facts read it: ``full`` (everything, as nightly reads it) or the
+    changed sessions (``sessions``, one column ``task_session_id``) and the start bound."""
+
+    full: bool
+    facts: WindowFacts
+    start: sa.BindParameter | None = None
+    sessions: sa.CTE | None = None
+
+    def changed_when(self, created_or_observed, updated) -> sa.ColumnElement[bool]:
+        """A message or row changed in the window: created (observed) or updated at or after
+        its start, exactly (AC-24e)."""
+        assert self.start is not None
+        return sa.or_(
+            at_or_after(created_or_observed, self.start), at_or_after(updated, self.start)
+        )
+
+    def changed(self, created_or_observed, updated) -> sa.ColumnElement:
+        """:meth:`changed_when` as 1 or 0."""
+        return sa.case((self.changed_when(created_or_observed, updated), 1), else_=0)
+
+
+def _in_full(window: ChangeWindow) -> WindowRead:
+    facts: WindowFacts = {
+        "start": None,
+        "full": True,
+        "reason": window.reason,
+        "reads": {"messages and rows": "all since capture_since, as nightly reads them"},
+    }
+    return WindowRead(full=True, facts=facts)
+
+
+def _start(window: ChangeWindow) -> sa.BindParameter:
+    return instant_param("window_start", parse_key(window.start or ""))
+
+
+def read_changed_rows(conn: sa.Connection, window: ChangeWindow | None) -> WindowRead | None:
+    """How to read the subagent rows changed in ``window`` (the row rules judge only those;
+    None without a window). Their keys are counted over the whole table, by the key's index."""
+    if window is None:
+        return None
+    if window.start is None:
+        return _in_full(window)
+    by_key = index_leading(conn, SUBAGENTS, ("task_session_id",))
+    reads = {
+        ROWS: _rows_served(conn),
+        "each changed row's key and session": _served(by_key, "per row", "task_session_id"),
+    }
+    facts: WindowFacts = {
+        "start": window.start,
+        "full": False,
+        "reason": window.reason,
+        "reads": reads,
+    }
+    return WindowRead(full=False, facts=facts, start=_start(window))
+
+
+def read_window(
+    conn: sa.Connection, window: ChangeWindow | None, *, with_rows: bool
+) -> WindowRead | None:
+    """How to read ``window`` on this store (None without a window: nightly's read)."""
+    if window is None:
+        return None
+    if window.start is None:
+        return _in_full(window)
+    start = _start(window)
+    m = task_session_messages
+    candidate = _candidate(m)
+    created_index = index_leading(conn, MESSAGES, ("created_at",))
+    updated_index = index_leading(conn, MESSAGES, ("task_session_id", "updated_at"))
+    created = sa.select(m.c.task_session_id).where(at_or_after(m.c.created_at, start), candidate)
+    updated = sa.select(m.c.task_session_id).where(at_or_after(m.c.updated_at, start), candidate)
+    if updated_index is not None:
+        # Each session probed for a message updated in the window: one range of the
+        # (task_session_id, updated_at) index per session, never a scan of the messages.
+        updated = sa.select(task_sessions.c.id.label("task_session_id")).where(
+            updated.where(m.c.task_session_id == task_sessions.c.id).exists()
+        )
+    sides = [created, updated]
+    reads = {
+        CREATED: _served(created_index, "a range on created_at", "created_at"),
+        UPDATED: _served(
+            updated_index, "a range on updated_at per session", "(task_session_id, updated_at)"
+        ),
+    }
+    if with_rows:
+        r = subagents.c
+        sides.append(
+            sa.select(r.task_session_id).where(
+                sa.or_(at_or_after(r.observed_at, start), at_or_after(r.updated_at, start))
+            )
+        )
+        reads[ROWS] = _rows_served(conn)
+    session_messages = index_leading(conn, MESSAGES, ("task_session_id", "created_at"))
+    session_rows = index_leading(conn, SUBAGENTS, ("task_session_id",)) if with_rows else None
+    reads[SESSIONS] = "; ".join(
+        [
+            "messages: "
+            + _served(session_messages, "a range per session", "(task_session_id, created_at)"),
+            *(
+                ["rows: " + _served(session_rows, "per session", "task_session_id")]
+                if with_rows
+                else []
+            ),
+        ]
+    )
+    facts: WindowFacts = {
+        "start": window.start,
+        "full": False,
+        "reason": window.reason,
+        "reads": reads,
+    }
+    # A CTE: read once, though the ledger filters both its sides by it.
+    sessions = sa.union(*sides).cte("changed_sessions")
+    return WindowRead(full=False, facts=facts, start=start, sessions=sessions)
+
+
+def _candidate(m) -> sa.ColumnElement[bool]:
+    """A message whose text may hold the kind ``subagent_task`` (tested without a parse)."""
+    return may_hold_string(stored_metadata(m), SUBAGENT_KIND)
+
+
+def _served(index: str | None, how: str, columns: str) -> str:
+    if index is not None:
+        return f"index {index}: {how}"
+    return f"scan: the store has no index on {columns}"
+
+
+def _rows_served(conn: sa.Connection) -> str:
+    observed = index_leading(conn, SUBAGENTS, ("observed_at",))
+    updated = index_leading(conn, SUBAGENTS, ("updated_at",))
+    if observed is not None and updated is not None:
+        return f"indexes {observed} and {updated}, where the planner takes them"
+    return f"scan: {SUBAGENTS} has no index on observed_at and updated_at"

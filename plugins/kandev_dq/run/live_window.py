@@ -1,0 +1,199 @@
+"""The window a ``live`` suite reads, decided once per suite run from the records database.
+
+A live suite judges what changed since its own last run on the store: the newest *stored*
+result of that suite for that store (a stored result means the suite finished; a run that
+crashed stores none and never moves the window on) carries, in every rule's details, the
+watermark its run read up to. This run reads what changed at or after that watermark minus an
+overlap (``KANDEV_DQ_LIVE_OVERLAP_MINUTES``, default 5), which covers the writer's clock skew
+and transactions in flight when the last snapshot began. Without such a result, or when it is
+older than ``KANDEV_DQ_LIVE_MAX_GAP_HOURS`` (default 24), the suite reads everything since
+capture_since, as ``nightly`` does, and says why.
+
+This run's watermark is the instant its snapshot began (taken in Python, UTC, just before it:
+:attr:`kandev_dq.store.snapshot.PinnedRead.started_at`); on a checkpoint run through GX's own
+API, which pins no snapshot, the instant the window is decided, before any of the suite's
+facts are read. The metric reaches the records database the way the write-once ledger does
+(:mod:`kandev_dq.run.write_once`), so ``kandev-dq check``, the Python API and GX's own API share
+one history of live runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from kandev_dq.contract.instants import MalformedKey, parse_key
+from kandev_dq.contract.rule_index import LIVE_WINDOW
+from kandev_dq.errors import KandevDqError
+from kandev_dq.expectations.base import LIVE_KEY, register_metric
+from kandev_dq.run import gx_adapter
+from kandev_dq.run.checkpoint import store_tag
+from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.records import Records, now_text, refuse_the_store, results
+from kandev_dq.run.write_once import records_of
+from kandev_dq.store.snapshot import pin_of
+
+OVERLAP_VARIABLE = "KANDEV_DQ_LIVE_OVERLAP_MINUTES"
+MAX_GAP_VARIABLE = "KANDEV_DQ_LIVE_MAX_GAP_HOURS"
+DEFAULT_OVERLAP_MINUTES = 5.0
+DEFAULT_MAX_GAP_HOURS = 24.0
+#: How many of a suite's newest stored results are read for this store's last watermark: runs
+#: of other stores sharing the records database come first; past them, the run reads in full.
+CANDIDATES = 200
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    overlap_minutes: float = DEFAULT_OVERLAP_MINUTES
+    max_gap_hours: float = DEFAULT_MAX_GAP_HOURS
+
+
+def live_settings(environ: dict[str, str] | None = None) -> LiveSettings:
+    """The overlap and the longest gap from the user's environment; a value that is not a
+    number in range is a one-line error naming the variable."""
+    environ = os.environ if environ is None else environ
+    return LiveSettings(
+        overlap_minutes=_setting(environ, OVERLAP_VARIABLE, DEFAULT_OVERLAP_MINUTES, "minutes"),
+        max_gap_hours=_setting(environ, MAX_GAP_VARIABLE, DEFAULT_MAX_GAP_HOURS, "hours"),
+    )
+
+
+#: Each setting's range: the overlap may be 0, the longest gap may not (every run would be full).
+_RANGES = {OVERLAP_VARIABLE: (0.0, True, 24 * 60.0), MAX_GAP_VARIABLE: (0.0, False, 24 * 366.0)}
+
+
+def _setting(environ, name: str, default: float, unit: str) -> float:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    low, low_allowed, high = _RANGES[name]
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not (low < value <= high or (low_allowed and value == low)):
+        shown = raw.strip()[:40].encode("ascii", "backslashreplace").decode()
+        lowest = f"{low:g}" if low_allowed else f"more than {low:g}"
+        raise KandevDqError(f"{name}={shown!r} is not a number of {unit} from {lowest} to {high:g}")
+    return value
+
+
+def last_watermark(records: Records, suite: str, identity: str) -> str | None:
+    """The watermark of the newest stored result of ``suite`` on the store ``identity``: the
+    run names of kandev-dq's runs name the store (other stores' runs are never read); a run
+    through GX's API names none, so its result is read for the store it carries."""
+    r = results.c
+    query = (
+        sa.select(r.value)
+        .where(
+            r.suite == suite,
+            sa.or_(
+                r.run_name.is_(None),
+                r.run_name.not_like("%@%"),
+                r.run_name.like(f"%@{store_tag(identity)}"),
+            ),
+        )
+        .order_by(r.stored_at.desc(), r.id.desc())
+        .limit(CANDIDATES)
+    )
+    with records.engine.connect() as conn:
+        for (value,) in conn.execute(query):
+            found = _carried_watermark(value, identity)
+            if found is not None:
+                return found
+    return None
+
+
+def _carried_watermark(value: str, identity: str) -> str | None:
+    try:
+        document = json.loads(value)
+    except ValueError:
+        return None
+    for result in document.get("results") or []:
+        window = ((result.get("result") or {}).get("details") or {}).get(LIVE_KEY) or {}
+        if window.get("store") == identity and isinstance(window.get("watermark"), str):
+            return window["watermark"]
+    return None
+
+
+def decide(
+    suite: str, previous: str | None, watermark: datetime, settings: LiveSettings
+) -> dict[str, Any]:
+    """The window (``start`` None: in full) and why, from the last run's watermark."""
+    decided: dict[str, Any] = {
+        "suite": suite,
+        "watermark": now_text(watermark),
+        "previous": previous,
+        "overlap_minutes": settings.overlap_minutes,
+        "max_gap_hours": settings.max_gap_hours,
+    }
+    if previous is None:
+        return decided | {
+            "start": None,
+            "reason": (
+                f"first live run of {suite} on this store (no stored result of it): everything "
+                "since capture_since is read, as nightly reads it"
+            ),
+        }
+    try:
+        last = parse_key(previous)
+    except MalformedKey:
+        return decided | {
+            "start": None,
+            "reason": f"the last watermark of {suite} is unreadable: everything is read",
+        }
+    gap = watermark - last.micro
+    if gap < timedelta(0):
+        # A clock set back, or a record not written by this clock: a window starting after
+        # this run began would read nothing.
+        return decided | {
+            "start": None,
+            "reason": (
+                f"the last live run of {suite} on this store read up to {previous}, later than "
+                "this run began: everything since capture_since is read, as nightly reads it"
+            ),
+        }
+    if gap > timedelta(hours=settings.max_gap_hours):
+        return decided | {
+            "start": None,
+            "reason": (
+                f"the last live run of {suite} on this store read up to {previous}, "
+                f"{_hours(gap)} ago, more than {settings.max_gap_hours:g} h "
+                f"({MAX_GAP_VARIABLE}): everything since capture_since is read, as nightly "
+                "reads it"
+            ),
+        }
+    overlap = timedelta(minutes=settings.overlap_minutes)
+    start = last.shifted(-(overlap // timedelta(microseconds=1)) * 1000)
+    return decided | {
+        "start": start.rfc3339nano(),
+        "reason": (
+            f"what changed since the last live run of {suite} read up to {previous}, minus the "
+            f"{settings.overlap_minutes:g} min overlap ({OVERLAP_VARIABLE})"
+        ),
+    }
+
+
+def _hours(gap: timedelta) -> str:
+    return f"{gap.total_seconds() / 3600:.1f} h"
+
+
+def live_window(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
+    """The window of the live suite ``params["live_window"]`` on the store being validated."""
+    suite = params[LIVE_KEY]
+    gx_engine = execution_engine.engine
+    records = records_of(gx_adapter.validating_context(execution_engine))
+    refuse_the_store(records.url, gx_engine.url)  # validation never writes to the store
+    pin = pin_of(gx_engine)
+    watermark = pin.started_at if pin is not None and pin.started_at else datetime.now(UTC)
+    identity = store_identity(gx_engine.url)
+    previous = last_watermark(records, str(suite), identity)
+    return decide(str(suite), previous, watermark, live_settings()) | {"store": identity}
+
+
+register_metric(LIVE_WINDOW, live_window, (LIVE_KEY,))

@@ -1,0 +1,260 @@
+"""The ``live`` checkpoint end to end, on SQLite and PostgreSQL (CONTRACT §2, §5, §6).
+
+Its window comes from the records database: a first run reads everything since
+capture_since and says so; the next reads what changed since the last stored run's watermark
+minus the overlap; a gap longer than the setting, or a run whose results were never stored,
+reads further back. A writer that stops is reported by the first live run after its first
+unrecorded subagent, at error, with nightly's AC ids (AC-26). Reads use the store's indexes
+where it has them, and say so; without one they fall back to a scan, and say that.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from kandev_dq.contract.instants import Instant, parse_key
+from kandev_dq.errors import KandevDqError
+from kandev_dq.facts.health import health_facts
+from kandev_dq.facts.shapes import ChangeWindow
+from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.run.check import run_check, window_lines
+from kandev_dq.run.live_window import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
+from kandev_dq.run.records import Records, records_url
+from kandev_dq.store.access import open_store
+from tests.gxhelpers import failed, result
+
+SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
+ZERO = "expect_no_zero_tokens_or_duration"
+NEGATIVE = "expect_no_negative_metrics"
+LIVE_SUITES = ("live_activation", "live_writer_health", "live_rows")
+
+
+def _rfc(moment: datetime) -> str:
+    return Instant.from_datetime(moment).rfc3339nano()
+
+
+@pytest.fixture
+def activated(target):
+    """A store activated two hours ago, its writer healthy: two subagents since then."""
+    store = StoreBuilder(target.engine).create()
+    capture = datetime.now(UTC) - timedelta(hours=2)
+    store.keys(_rfc(capture), "", _rfc(capture))
+    session = store.session()
+    for n in range(2):
+        at = capture + timedelta(minutes=n + 1)
+        store.subagent_message(session, at, f"toolu_old_{n}")
+        store.subagent_row(session, f"toolu_old_{n}", at, total_tokens=10, duration_ms=5)
+    store.capture, store.main_session = capture, session
+    return store
+
+
+def live(project, target):
+    return run_check(project, target.url, "live")
+
+
+def failing(report) -> set[tuple[str, str, tuple[str, ...]]]:
+    return {(r.expectation, r.severity, tuple(r.rules)) for r in report.results if not r.success}
+
+
+def test_first_run_reads_in_full_the_next_the_window_and_a_long_gap_in_full_again(
+    activated, target, project, monkeypatch
+):
+    first = live(project, target)
+    assert set(first.windows) == set(LIVE_SUITES)
+    for window in first.windows.values():
+        assert window["start"] is None and "first live run" in window["reason"]
+    assert "every one of 2 qualifying key(s)" in result(first, SHORTFALL).message
+    assert failed(first) == {}
+
+    # After it: a new subagent whose row stores a 0 (AC-7a), and an old row rewritten with its
+    # updated_at left alone (what live cannot see; nightly still reads everything).
+    now = datetime.now(UTC)
+    session = activated.main_session
+    activated.subagent_message(session, now, "toolu_new")
+    activated.subagent_row(session, "toolu_new", now, total_tokens=0)
+    old = activated.capture + timedelta(minutes=3)
+    activated.subagent_message(session, old, "toolu_rewritten")
+    activated.subagent_row(session, "toolu_rewritten", old, tool_use_count=-1)
+
+    second = live(project, target)
+    for suite, window in second.windows.items():
+        read_to = parse_key(first.windows[suite]["watermark"])
+        assert window["start"] == read_to.shifted(-5 * 60 * 10**9).rfc3339nano(), suite
+        assert window["previous"] == first.windows[suite]["watermark"]
+    # Only the changed key and row are read.
+    assert "every one of 1 qualifying key(s)" in result(second, SHORTFALL).message
+    assert failed(second) == {ZERO: "error"}
+    assert result(second, ZERO).observed_value == 1
+    nightly = run_check(project, target.url, "nightly")
+    assert failed(nightly) == {ZERO: "error", NEGATIVE: "error"}
+
+    monkeypatch.setenv(MAX_GAP_VARIABLE, "0.0001")  # 0.36 s
+    time.sleep(0.5)
+    third = live(project, target)
+    for window in third.windows.values():
+        assert window["start"] is None and "more than 0.0001 h" in window["reason"]
+    assert failed(third) == {ZERO: "error", NEGATIVE: "error"}
+
+
+def test_a_writer_that_stops_is_reported_by_the_next_live_run(activated, target, project):
+    assert live(project, target).success
+    # The writer stops: its first unrecorded subagent (AC-26).
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    report = live(project, target)
+    nightly = run_check(project, target.url, "nightly")
+    assert not report.success
+    stopped = result(report, SHORTFALL)
+    assert stopped.severity == "error" and stopped.observed_value == 1
+    assert "stopped or failing" in stopped.message
+    assert failing(report) == failing(nightly) == {(SHORTFALL, "error", tuple(stopped.rules))}
+    assert tuple(stopped.rules) == tuple(result(nightly, SHORTFALL).rules)
+    assert report.windows["live_writer_health"]["start"] is not None
+
+
+def test_a_run_whose_results_were_not_stored_never_moves_the_window_on(activated, target, project):
+    first = live(project, target)
+    second = live(project, target)
+    with Records(records_url(project)) as records:
+        for key in records.result_keys():
+            if key[0] == "live_writer_health" and key[-2] == _gx_time(second.run_time):
+                assert records.remove_result(key)  # as if the run had crashed before storing
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    third = live(project, target)
+    assert (
+        third.windows["live_writer_health"]["previous"]
+        == (first.windows["live_writer_health"]["watermark"])
+    )
+    assert third.windows["live_rows"]["previous"] == second.windows["live_rows"]["watermark"]
+    assert failed(third) == {SHORTFALL: "error"}
+
+
+def _gx_time(run_time: str) -> str:
+    """A run's time as GX writes it into result keys."""
+    moment = datetime.fromisoformat(run_time.replace("Z", "+00:00"))
+    return moment.strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def test_without_the_indexes_it_reads_by_scans_says_so_and_judges_alike(activated, target, project):
+    with target.engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX idx_messages_session_updated")
+        conn.exec_driver_sql("DROP INDEX idx_messages_created_at")
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    report = live(project, target)
+    reads = report.windows["live_writer_health"]["reads"]
+    assert reads["messages created in the window"] == ("scan: the store has no index on created_at")
+    assert reads["messages updated in the window"] == (
+        "scan: the store has no index on (task_session_id, updated_at)"
+    )
+    assert reads["subagent rows changed in the window"].startswith("scan:")
+    assert failed(report) == {SHORTFALL: "error"}
+
+
+def test_with_the_indexes_the_output_names_them(activated, target, project):
+    live(project, target)
+    report = live(project, target)
+    reads = report.windows["live_writer_health"]["reads"]
+    assert reads["messages created in the window"].startswith("index idx_messages_created_at")
+    assert reads["messages updated in the window"].startswith("index idx_messages_session_updated")
+    payload = json.loads(json.dumps(report.to_json(), default=str))
+    assert payload["windows"]["live_rows"]["reads"]
+    # The data docs say it under each live rule's finding, as the text report's last lines do.
+    pages = (project / "uncommitted" / "data_docs" / "local_site" / "validations").rglob("*.html")
+    health = sorted(p for p in pages if "live_writer_health" in p.parts)
+    assert len(health) == 2, health
+    assert "first live run of live_writer_health" in health[0].read_text()
+    assert "index idx_messages_session_updated" in health[1].read_text()
+    assert any(line.startswith("live_writer_health read from ") for line in window_lines(report))
+
+
+def _window_plan(target, url: str) -> str:
+    """The plan of the windowed writer-health statement, as the store's planner gives it
+    (PostgreSQL with sequential scans priced out: a tiny table is otherwise always scanned,
+    and the question is whether the statement can use the index at all)."""
+    store = open_store(url)
+    statements = []
+    sa.event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, sql, params, context, many: statements.append((sql, params)),
+    )
+    start = _rfc(datetime.now(UTC) - timedelta(minutes=10))
+    try:
+        with store.snapshot() as conn:
+            health_facts(conn, ChangeWindow(start, "a window"))
+            sql, params = next(s for s in statements if "changed_sessions" in s[0])
+            if target.dialect == "sqlite":
+                rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params).all()
+                return "\n".join(str(row[-1]) for row in rows)
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+            return "\n".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}", params))
+    finally:
+        store.dispose()
+
+
+def test_the_window_reads_through_the_message_indexes_where_the_store_has_them(activated, target):
+    """Messages created in the window: a range of idx_messages_created_at; updated in it: a
+    range of idx_messages_session_updated per session; never a scan of the messages. (Which
+    index reads the changed sessions' messages is the planner's choice on PostgreSQL.)"""
+    scan = (
+        "SCAN task_session_messages"
+        if target.dialect == "sqlite"
+        else "Seq Scan on task_session_messages"
+    )
+    plan = _window_plan(target, target.url)
+    expected = ["idx_messages_created_at", "idx_messages_session_updated"]
+    if target.dialect == "sqlite":
+        expected.append("idx_messages_session_created")
+    for index in expected:
+        assert index in plan, plan
+    assert scan not in plan, plan
+    with target.engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX idx_messages_session_updated")
+    fallen_back = _window_plan(target, target.url)
+    assert "idx_messages_session_updated" not in fallen_back
+    assert scan in fallen_back, fallen_back
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [(OVERLAP_VARIABLE, "five"), (OVERLAP_VARIABLE, "-1"), (MAX_GAP_VARIABLE, "0")],
+)
+def test_a_setting_out_of_range_is_a_one_line_error(
+    activated, target, project, monkeypatch, variable, value
+):
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(KandevDqError) as raised:
+        live(project, target)
+    assert variable in str(raised.value) and "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("subagents", [None, "pre_amendment"])
+def test_live_on_a_store_not_activated_judges_as_nightly_does(target, project, subagents):
+    """Without capture_since (AC-28a) or the table (AC-17), nothing is windowed, nothing fails
+    to evaluate, and live's failures are nightly's."""
+    store = StoreBuilder(target.engine).create(subagents=subagents)
+    store.subagent_message(store.session(), datetime.now(UTC), "toolu_a")
+    for _ in range(2):
+        report = live(project, target)
+        assert not any("could not evaluate" in r.message for r in report.results)
+    nightly = run_check(project, target.url, "nightly")
+    assert failing(report) <= failing(nightly)
+    assert {SHORTFALL, "expect_activation_state_to_be_in_set"} <= set(failed(report))
+    assert report.windows["live_writer_health"]["reads"] == {}
+
+
+def test_a_watermark_later_than_the_run_reads_in_full():
+    """A window can only start before the run that reads it: a last watermark in the future
+    (a clock set back) reads everything instead of nothing."""
+    from kandev_dq.run.live_window import LiveSettings, decide
+
+    now = datetime.now(UTC)
+    later = decide("live_rows", _rfc(now + timedelta(hours=1)), now, LiveSettings())
+    assert later["start"] is None and "later than this run began" in later["reason"]
+    earlier = decide("live_rows", _rfc(now - timedelta(hours=1)), now, LiveSettings())
+    assert earlier["start"] == _rfc(now - timedelta(hours=1, minutes=5))

@@ -1,0 +1,191 @@
+"""``live`` gives ``nightly``'s verdict on what it reads (CONTRACT §2, §5, §6; AC-26 … AC-29).
+
+Random sequences of appended traffic, on SQLite and PostgreSQL: a healthy writer, a writer that
+stops (a qualifying subagent message with no row, AC-26), a row with no message (excess,
+AC-27), a row that drifts (a field no longer valid, its ``updated_at`` bumped: §2's rules), an
+old message updated with ``updated_at`` bumped, and an old unrecorded message updated so. After
+each step the live read (its window starting at the previous step's watermark minus the
+overlap) is judged by every rule of the live suites beside the nightly read, at the facts and
+judge level (no GX: the suites' GX path is tested end to end in ``test_live_checkpoint.py``):
+
+* every rule live fails, nightly fails too, at the same severity and AC ids;
+* every fault injected since the previous step that nightly reports, live reports too.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import sqlalchemy as sa
+from great_expectations.expectations.registry import get_expectation_impl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import kandev_dq.expectations  # noqa: F401 - registers the types
+from kandev_dq.contract.instants import Instant
+from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX, WRITE_ONCE_LEDGER
+from kandev_dq.contract.tables import subagents, task_session_messages
+from kandev_dq.expectations.base import FACTS_FAMILIES
+from kandev_dq.facts.shapes import ChangeWindow
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
+from kandev_dq.run.project import suite_plan
+from kandev_dq.sql.keys import read_keys
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0
+EXECUTION = "2026-07-30T01:39:37.000001Z"
+OVERLAP = timedelta(minutes=5)
+
+SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
+EXCESS = "expect_no_writer_excess_since_capture_since"
+#: A drift: the column, its new value, and the rule it breaks (CONTRACT §2).
+DRIFTS = {
+    "zero_tokens": ("total_tokens", 0, "expect_no_zero_tokens_or_duration"),
+    "negative_count": ("tool_use_count", -1, "expect_no_negative_metrics"),
+    "conflated_status": ("tool_status", "async_launched", "expect_tool_status_in_acp_vocabulary"),
+    "bad_async": ("is_async", 7, "expect_is_async_to_be_zero_or_one"),
+}
+#: (suite, expectation) -> (rule instance, severity, AC ids) for every rule of a live suite.
+LIVE_RULES = {
+    (rule.suite, rule.expectation): (
+        get_expectation_impl(rule.expectation).at_default_severity(**planned.kwargs),
+        rule.severity,
+        rule.rules,
+    )
+    for suite in LIVE_SUITES
+    for rule, planned in zip(
+        [rule for rule in RULE_INDEX if rule.suite == suite], suite_plan(suite), strict=True
+    )
+}
+
+step = st.one_of(
+    st.tuples(st.just("healthy"), st.integers(1, 3)),
+    st.tuples(st.just("writer_stops"), st.integers(1, 2)),
+    st.tuples(st.just("excess"), st.just(1)),
+    st.tuples(st.just("drift"), st.sampled_from(sorted(DRIFTS))),
+    st.tuples(st.just("old_message_updated"), st.just(1)),
+    st.tuples(st.just("old_unrecorded_updated"), st.just(1)),
+)
+
+
+class Traffic:
+    """A store written on a simulated clock: each step happens after the previous run."""
+
+    def __init__(self, engine: sa.Engine):
+        self.engine = engine
+        self.store = StoreBuilder(engine).create()
+        self.store.keys(CAPTURE, "", EXECUTION)
+        self.sessions = [self.store.session(), self.store.session()]
+        self.now = T0 + timedelta(minutes=1)
+        self.count = 0
+
+    def _key(self, prefix: str) -> str:
+        self.count += 1
+        return f"{prefix}_{self.count}"
+
+    def _session(self, pick: int) -> str:
+        return self.sessions[pick % len(self.sessions)]
+
+    def apply(self, kind: str, arg, pick: int) -> set[str]:
+        """Write one step's traffic at ``self.now``; the rules its faults break."""
+        at = self.now
+        if kind == "healthy":
+            for _ in range(arg):
+                key = self._key("ok")
+                self.store.subagent_message(self._session(pick), at, key)
+                self.store.subagent_row(self._session(pick), key, at)
+            return set()
+        if kind == "writer_stops":
+            for _ in range(arg):
+                self.store.subagent_message(self._session(pick), at, self._key("missed"))
+            return {SHORTFALL}
+        if kind == "excess":
+            self.store.subagent_row(self._session(pick), self._key("rowonly"), at)
+            return {EXCESS}
+        if kind == "drift":
+            column, value, rule = DRIFTS[arg]
+            with self.engine.begin() as conn:
+                ids = conn.scalars(sa.select(subagents.c.id).order_by(subagents.c.id)).all()
+                if not ids:
+                    return set()
+                conn.execute(
+                    subagents.update()
+                    .where(subagents.c.id == ids[pick % len(ids)])
+                    .values({column: value, "updated_at": self._stamp(at)})
+                )
+            return {rule}
+        if kind == "old_message_updated":
+            with self.engine.begin() as conn:
+                m = task_session_messages.c
+                ids = conn.scalars(sa.select(m.id).order_by(m.id)).all()
+                if ids:
+                    conn.execute(
+                        task_session_messages.update()
+                        .where(m.id == ids[pick % len(ids)])
+                        .values(updated_at=self._stamp(at))
+                    )
+            return set()
+        # An unrecorded subagent created long before the window, updated in it (AC-26).
+        created = T0 + (at - T0) / 3
+        self.store.subagent_message(
+            self._session(pick), created, self._key("lateupdate"), updated_at=at
+        )
+        return {SHORTFALL}
+
+    def _stamp(self, at):
+        return at if self.engine.dialect.name == "sqlite" else at.replace(tzinfo=None)
+
+
+def _judged(conn, window: ChangeWindow | None, ledger: dict) -> set[tuple[str, str, tuple]]:
+    """The failing (expectation, severity, AC ids) of every live-suite rule on one read."""
+    facts_by_family: dict[str, dict] = {}
+    failing = set()
+    for (_, expectation), (rule, severity, rules) in LIVE_RULES.items():
+        family = type(rule).facts
+        if family not in facts_by_family:
+            compute, _ = FACTS_FAMILIES[family]
+            facts_by_family[family] = (
+                compute(conn) if window is None else compute(conn, window=window)
+            )
+        facts = {**facts_by_family[family], WRITE_ONCE_LEDGER: ledger}
+        if not rule.finding(facts).success:
+            failing.add((expectation, severity, rules))
+    return failing
+
+
+def _rfc(at) -> str:
+    return Instant.from_datetime(at).rfc3339nano()
+
+
+@settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    steps=st.lists(st.tuples(step, st.integers(0, 7), st.integers(1, 90)), min_size=1, max_size=6)
+)
+def test_live_reports_what_nightly_reports_on_what_changed(target, steps):
+    with target.engine.begin() as conn:  # each example starts from an empty database
+        tables = sa.MetaData()
+        tables.reflect(conn)
+        tables.drop_all(conn)
+    traffic = Traffic(target.engine)
+    watermark = None  # the previous live run's: none before the first
+    for (kind, arg), pick, minutes in steps:
+        traffic.now += timedelta(minutes=minutes)
+        injected = traffic.apply(kind, arg, pick)
+        window = (
+            ChangeWindow(None, "first run")
+            if watermark is None
+            else ChangeWindow(_rfc(watermark - OVERLAP), "since the last run")
+        )
+        with target.engine.connect() as conn:
+            ledger = {"first_seen": read_keys(conn), "baseline": {"taken_at": CAPTURE}}
+            nightly = _judged(conn, None, ledger)
+            live = _judged(conn, window, ledger)
+        where = f"after {kind} {arg} on {target.dialect}"
+        assert live <= nightly, where
+        reported = {name for name, _, _ in nightly}
+        caught = {name for name, _, _ in live}
+        assert injected & reported <= caught, where
+        watermark = traffic.now + timedelta(seconds=1)  # the run read after the step's writes
