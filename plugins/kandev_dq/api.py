@@ -44,6 +44,7 @@ def check(
     records: str | None = None,
     allow_project_code: bool = False,
     progress: Progress | None = None,
+    keep_days: int | None = None,
 ) -> CheckReport:
     """Run ``checkpoint`` of ``project`` against ``store``; the report ``--format json`` prints.
 
@@ -53,9 +54,13 @@ def check(
     ``records`` the records database (default: ``$KANDEV_DQ_RECORDS_URL``, then the project's).
     Inputs are vetted before GX loads, so a bad one fails in well under a second; a project
     naming code of its own is refused unless ``allow_project_code`` (docs/reliability.md, 3a).
+    ``keep_days`` (default: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``, else none) prunes the records
+    database of results and runs older than that many days when the run ends.
     """
     from kandev_dq.run import inputs
+    from kandev_dq.run.records import keep_days_setting
 
+    keep_days = keep_days_setting(keep_days)  # a bad setting fails before the run
     project = Path(project) if project is not None else None
     folder = inputs.run_inputs(project, store, checkpoint, allow_project_code)
     with loading_gx():
@@ -68,6 +73,7 @@ def check(
         progress,
         allow_project_code=allow_project_code,
         records=records,
+        keep_days=keep_days,
     )
 
 
