@@ -135,7 +135,9 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
         )
         .resolve_scale(color="independent", shape="independent")
         .resolve_legend(color="independent", shape="independent")
-        .to_dict()
+        # Checked against Vega-Lite's schema by the tests, not on every run: the check reads
+        # every data row, a cost growing with the points charted.
+        .to_dict(validate=False)
     )
 
 
