@@ -74,6 +74,11 @@ def measure(work: Path, lengths: list[int], repeat: int, checkpoint: str, dialec
                 try:
                     copy_tables(source, target.engine)
                     seed_earlier_runs(target.engine, max(length - 1, 0))
+                    if dialect == "postgresql":  # statistics, as autovacuum keeps them
+                        with target.engine.connect().execution_options(
+                            isolation_level="AUTOCOMMIT"
+                        ) as conn:
+                            conn.exec_driver_sql("ANALYZE")
                 finally:
                     target.dispose()
                 project = work / f"project-{dialect}-{length}"

@@ -560,6 +560,7 @@ def test_check_prunes_but_keeps_the_newest_run_of_each_name_and_the_ledger(
     the ledger, the baseline and accepts stay (AC-24 write-once needs them forever), and so
     does the newest finished run of each run name (checkpoint and store), which alerts on
     change compare the next run with: the next run still knows what failed before."""
+    import kandev_dq as kandev_dq_api
     from kandev_dq.run import records as rec
 
     store = _healthy(sqlite_target)
@@ -584,9 +585,12 @@ def test_check_prunes_but_keeps_the_newest_run_of_each_name_and_the_ledger(
         accepts = opened.accepts(_identity(sqlite_target))
     store.set_key(CAPTURE_SINCE, REWRITTEN)  # a standing failure from now on
     monkeypatch.setenv(rec.KEEP_DAYS_VARIABLE, "0")
-    second = run_check(project, sqlite_target.url, "nightly", records=records)
+    second = kandev_dq_api.check(sqlite_target.url, "nightly", project, records=records)
     assert not result(second, WRITE_ONCE).success
     assert (second.pruned.results, second.pruned.runs) == (4, 2)  # the first run, 2020-01-01
+    site = project / "uncommitted" / "data_docs" / "local_site" / "validations"
+    pages = {page.parent.name for page in site.rglob("*.html")}  # the run keys with pages
+    assert pages == {second.run_time.replace("-", "").replace(":", "")}  # the first's are gone
     third = run_check(project, sqlite_target.url, "nightly", records=records)
     assert third.changes["previous_run"] == second.run_time  # it was kept: not "new" again
     assert not result(third, WRITE_ONCE).new

@@ -66,7 +66,7 @@ def check(
     with loading_gx():
         from kandev_dq.run.check import run_check
 
-    return run_check(
+    report = run_check(
         folder,
         store,
         checkpoint,
@@ -75,6 +75,11 @@ def check(
         records=records,
         keep_days=keep_days,
     )
+    if report.pruned is not None and report.pruned.result_keys:
+        from kandev_dq.report.site import remove_result_pages
+
+        remove_result_pages(folder, report.pruned.result_keys)
+    return report
 
 
 def migrate(

@@ -581,15 +581,24 @@ class Records:
                 sa.select(results.c.value).where(results.c.result_key == json.dumps(list(key)))
             ).scalar()
 
-    def results_of_run(self, run_name: str, run_key: str) -> list[tuple[str, str]]:
-        """(suite, stored result JSON) of each suite one recorded run validated."""
+    def results_of_runs(
+        self, run_ids: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """(suite, stored result JSON) of each suite each recorded run (run name, run key)
+        validated, by run: one indexed read for them all."""
+        found: dict[tuple[str, str], list[tuple[str, str]]] = {run: [] for run in run_ids}
+        if not run_ids:
+            return found
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(results.c.suite, results.c.value)
-                .where(results.c.run_name == run_name, results.c.run_key == run_key)
+                sa.select(results.c.run_name, results.c.run_key, results.c.suite, results.c.value)
+                .where(results.c.run_key.in_(sorted({key for _, key in run_ids})))
                 .order_by(results.c.suite)
             )
-            return [(row.suite, row.value) for row in rows]
+            for row in rows:
+                if (row.run_name, row.run_key) in found:
+                    found[row.run_name, row.run_key].append((row.suite, row.value))
+        return found
 
     def result_keys(self) -> list[tuple[str, ...]]:
         """Every stored key: GX's own listing. A run reads a bounded window instead
@@ -693,14 +702,26 @@ class Records:
                 return conn.execute(query).scalar()
 
             dropped_results, dropped_runs = count(results, *old_results), count(runs, *old_runs)
+            dropped_keys = []
             if not dry_run:
+                dropped_keys = [
+                    tuple(json.loads(key))
+                    for key in conn.scalars(sa.select(results.c.result_key).where(*old_results))
+                ]
                 conn.execute(results.delete().where(*old_results))
                 conn.execute(runs.delete().where(*old_runs))
             total_results, total_runs = count(results), count(runs)
         if dry_run:
             total_results, total_runs = total_results - dropped_results, total_runs - dropped_runs
         return Pruned(
-            cutoff, dropped_results, dropped_runs, total_results, total_runs, dry_run, keep_days
+            cutoff,
+            dropped_results,
+            dropped_runs,
+            total_results,
+            total_runs,
+            dry_run,
+            keep_days,
+            dropped_keys,
         )
 
 
@@ -805,6 +826,8 @@ class Pruned:
     kept_runs: int = 0
     dry_run: bool = False
     keep_days: int | None = None
+    #: The keys of the results dropped: their data docs pages go too.
+    result_keys: list[tuple[str, ...]] = field(default_factory=list)
 
     def said(self, records: str) -> str:
         """The one line ``records prune`` and a pruning ``check`` say."""
