@@ -123,12 +123,13 @@ def render(found: dict, info: dict) -> str:
         "recorded runs of it, each with its data docs pages on disk; medians of "
         f"{rounds} runs, the history lengths alternating",
         "",
-        "| records database | runs recorded | check run (s) |",
-        "|---|---:|---:|",
+        "| records database | runs recorded | check run (s), median | each run (s), in order |",
+        "|---|---:|---:|---|",
     ]
     for dialect, by in found["medians"].items():
         for length, median in sorted(by.items()):
-            lines.append(f"| {dialect} | {length:,} | {median:.2f} |")
+            each = " ".join(f"{s:.2f}" for s in found["seconds"][dialect][length])
+            lines.append(f"| {dialect} | {length:,} | {median:.2f} | {each} |")
     lines.append("")
     for dialect, ratio in found["ratios"].items():
         verdict = "met" if ratio <= RATIO_GOAL else "NOT met"
