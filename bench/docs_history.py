@@ -26,19 +26,41 @@ import sqlalchemy as sa
 FLAT_WITHIN_S = 0.5
 
 
-def _seed(records_file: Path, earlier_runs: int) -> None:
-    """Add ``earlier_runs`` copies of the one recorded run, each a minute before the last."""
+RUN_KEY_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+
+
+def earlier_keys(run_key: str, count: int) -> list[tuple[str, dt.datetime]]:
+    """``count`` run keys (and their times) a minute apart, each before the last, from
+    ``run_key``'s."""
+    first = dt.datetime.strptime(run_key, RUN_KEY_FORMAT).replace(tzinfo=dt.UTC)
+    times = [first - dt.timedelta(minutes=i) for i in range(1, count + 1)]
+    return [(when.strftime(RUN_KEY_FORMAT), when) for when in times]
+
+
+def copy_tables(source: sa.Engine, target: sa.Engine) -> None:
+    """Every row of every records table of ``source`` into the same (empty) tables of
+    ``target``, of either dialect (serial ids left to ``target``, whose sequences then
+    stay right)."""
     from kandev_dq.run import records as rec
 
-    engine = sa.create_engine(f"sqlite:///{records_file}")
+    with source.connect() as read, target.begin() as write:
+        for table in rec.metadata.sorted_tables:
+            columns = [c for c in table.c if c.name != "id"]
+            rows = [dict(r) for r in read.execute(sa.select(*columns)).mappings()]
+            if rows and table is not rec.schema_versions:  # kandev-dq wrote its own version
+                write.execute(table.insert(), rows)
+
+
+def seed_earlier_runs(engine: sa.Engine, earlier_runs: int) -> None:
+    """Add ``earlier_runs`` copies of the one recorded run (its validation results and its
+    register record), each a minute before the last: rows copied, nothing checked."""
+    from kandev_dq.run import records as rec
+
     with engine.begin() as conn:
         results = conn.execute(sa.select(rec.results)).mappings().all()
         [run] = conn.execute(sa.select(rec.runs)).mappings().all()
-        first = dt.datetime.strptime(run["run_key"], "%Y%m%dT%H%M%S.%fZ").replace(tzinfo=dt.UTC)
         result_rows, run_rows = [], []
-        for i in range(1, earlier_runs + 1):
-            when = first - dt.timedelta(minutes=i)
-            key = when.strftime("%Y%m%dT%H%M%S.%fZ")
+        for key, when in earlier_keys(run["run_key"], earlier_runs):
             for row in results:
                 parts = json.loads(row["result_key"])
                 parts[-2] = key
@@ -57,7 +79,55 @@ def _seed(records_file: Path, earlier_runs: int) -> None:
         if result_rows:
             conn.execute(rec.results.insert(), result_rows)
             conn.execute(rec.runs.insert(), run_rows)
-    engine.dispose()
+
+
+def seed_pages(project: Path, earlier_runs: int) -> int:
+    """Copy the one run's data docs result pages for each of ``earlier_runs`` earlier run keys
+    (:func:`earlier_keys`), as a site that built every run holds them; the pages copied."""
+    site = Path(project) / "uncommitted" / "data_docs" / "local_site" / "validations"
+    pages = sorted(site.rglob("*.html"))  # validations/<suite>/<run name>/<run key>/<batch>
+    copied = 0
+    for page in pages:
+        run_folder = page.parent
+        for key, _ in earlier_keys(run_folder.name, earlier_runs):
+            target = run_folder.parent / key / page.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(page, target)
+            copied += 1
+    return copied
+
+
+def sample_store(work: Path) -> Path:
+    """A small migrated sample store (SQLite) in ``work``: what the checked run reads."""
+    from kandev_dq.lab.sample import create_store, generate
+    from kandev_dq.migration import runner as migration
+    from kandev_dq.store.access import open_store
+
+    store_file = Path(work) / "store.db"
+    opened = open_store(str(store_file), read_only=False, must_exist=False, require_kandev=False)
+    try:
+        create_store(opened.engine, subagents="amended")
+        generate(opened.engine, scale=1, seed=0)
+        migration.run(opened)
+    finally:
+        opened.dispose()
+    return store_file
+
+
+def one_checked_run(work: Path, checkpoint: str) -> tuple[Path, Path, Path, Path]:
+    """A fresh ``work`` folder with a sample store, a project, and a SQLite records database
+    holding one real run of ``checkpoint`` (an unknown one fails, naming the known): the
+    run every seeded one copies. (work, store, project, records)."""
+    from kandev_dq.run.check import run_check
+    from kandev_dq.run.project import build_project
+
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    store_file = sample_store(work)
+    project = build_project(work / "project")
+    records_file = work / "one-run.db"
+    run_check(project, str(store_file), checkpoint, records=str(records_file))
+    return work, store_file, project, records_file
 
 
 def _build_seconds(project: Path, records_file: Path, run_keys: list) -> float:
@@ -79,26 +149,9 @@ def measure(work: Path, lengths: list[int], repeat: int) -> dict:
         ValidationResultIdentifier,
     )
 
-    from kandev_dq.lab.sample import create_store, generate
-    from kandev_dq.migration import runner as migration
-    from kandev_dq.run.check import run_check
-    from kandev_dq.run.project import build_project
-    from kandev_dq.store.access import open_store
-
-    work = Path(work) / "docs-history"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    store_file = work / "store.db"
-    opened = open_store(str(store_file), read_only=False, must_exist=False, require_kandev=False)
-    try:
-        create_store(opened.engine, subagents="amended")
-        generate(opened.engine, scale=1, seed=0)
-        migration.run(opened)
-    finally:
-        opened.dispose()
-    template_project = build_project(work / "project")
-    template_records = work / "one-run.db"
-    run_check(template_project, str(store_file), "nightly", records=str(template_records))
+    work, store_file, template_project, template_records = one_checked_run(
+        Path(work) / "docs-history", "nightly"
+    )
     engine = sa.create_engine(f"sqlite:///{template_records}")
     with engine.connect() as conn:
         from kandev_dq.run.records import results
@@ -114,7 +167,9 @@ def measure(work: Path, lengths: list[int], repeat: int) -> dict:
     for length in lengths:
         records_file = work / f"records-{length}.db"
         shutil.copy(template_records, records_file)
-        _seed(records_file, max(length - 1, 0))
+        seeded = sa.create_engine(f"sqlite:///{records_file}")
+        seed_earlier_runs(seeded, max(length - 1, 0))
+        seeded.dispose()
         project = work / f"project-{length}"
         shutil.rmtree(project, ignore_errors=True)
         shutil.copytree(template_project, project)

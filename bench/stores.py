@@ -91,6 +91,10 @@ class Stores:
             engine.dispose()
         return store, summary
 
+    def empty_database(self, label: str) -> Copy:
+        """A fresh, empty PostgreSQL database on the server (dropped with the rest)."""
+        return self._database(f"{self.prefix}_{label.replace('-', '_')}")
+
     def copy(self, source: Copy, label: str) -> Copy:
         """An identical copy of ``source`` (no connection to it may be open)."""
         name = f"{self.prefix}_{label}_{uuid.uuid4().hex[:6]}"

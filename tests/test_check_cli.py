@@ -22,7 +22,7 @@ CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
     "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
-    *("records", "baseline_taken_at", "changes", "suite_seconds", "windows"),
+    *("records", "baseline_taken_at", "changes", "suite_seconds", "windows", "pruned"),
 }
 
 

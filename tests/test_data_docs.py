@@ -797,3 +797,32 @@ def test_the_chart_engine_starts_once_the_store_is_read(sqlite_target, project, 
             thread.join(timeout=30)
     assert "fact" in events and "chart" in events
     assert "fact" not in events[events.index("first chart") :]
+
+
+def test_the_timeline_chart_is_valid_vega_lite():
+    """The chart's rows join its spec as plain datasets after Altair has checked the chart
+    (through Altair each row was checked, a cost growing with the points): the whole spec,
+    its rows included, is held to Vega-Lite's schema here (AC-26)."""
+    import altair as alt
+    import jsonschema
+
+    from kandev_dq.report.history import Timeline, TimelinePoint
+    from kandev_dq.report.timeline_chart import timeline_spec
+
+    points = [
+        TimelinePoint(
+            run=i,
+            run_time=f"2026-12-0{i}T00:00:00Z",
+            checkpoint="nightly",
+            suites={"rows": "passed", "writer_health": "warning"},
+            state="fully_activated",
+            health={"shortfall": 0, "excess": i, "rows_since_capture": 10 * i},
+            keys_present=["subagent_context_capture_since"],
+        )
+        for i in range(1, 4)
+    ]
+    spec = timeline_spec(Timeline(points=points, first_seen={}))
+    alt.VConcatChart.validate(spec)  # raises on a spec Vega-Lite would reject
+    spec["vconcat"][0]["mark"] = {"type": "no such mark"}
+    with pytest.raises(jsonschema.ValidationError):  # the check above can fail
+        alt.VConcatChart.validate(spec)

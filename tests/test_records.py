@@ -449,15 +449,20 @@ def test_a_newer_records_schema_is_refused(records):
 
 def test_prune_drops_old_results_never_the_ledger(sqlite_target, project, records):
     """Retention: results and run records older than N days go; ledger rows, the baseline and
-    accepts stay (write-once needs them forever)."""
+    accepts stay (write-once needs them forever, AC-24), and so does the newest finished run
+    of the checkpoint on the store, which alerts on change compare the next run with."""
     store = _healthy(sqlite_target)
     run_check(project, sqlite_target.url, "nightly", records=records)
+    newest = run_check(project, sqlite_target.url, "nightly", records=records)
     with Records(records) as opened:
         kept_ledger = opened.ledger_entries(_identity(sqlite_target))
         assert opened.prune(keep_days=1).results == 0  # today's results stay
         pruned = opened.prune(keep_days=0)
-        assert pruned.results == 3 and pruned.runs == 1
-        assert opened.result_keys() == [] and opened.run_records() == []
+        assert (pruned.results, pruned.runs) == (3, 1)
+        assert (pruned.kept_results, pruned.kept_runs) == (3, 1)
+        [kept] = opened.run_records()
+        assert kept["run_time"] == newest.run_time
+        assert {key[-2] for key in opened.result_keys()} == {kept["run_key"]}
         assert opened.ledger_entries(_identity(sqlite_target)) == kept_ledger
         assert opened.baseline(_identity(sqlite_target)) is not None
     store.set_key(CAPTURE_SINCE, REWRITTEN)  # the pruned history still catches a rewrite
@@ -469,30 +474,29 @@ def test_prune_drops_old_results_never_the_ledger(sqlite_target, project, record
     assert done.returncode == 0 and "the key ledger is kept whole" in done.stdout
 
 
-def test_prune_has_a_dry_run_and_after_it_nothing_claims_a_run(sqlite_target, project, records):
+def test_prune_has_a_dry_run_and_keeps_the_newest_run(sqlite_target, project, records):
     """`records prune --dry-run` counts and drops nothing; the prune says what it dropped and
-    what remains; afterwards `history` says there are no runs and the overview claims no pass."""
+    what remains; afterwards `history` and the overview show the one run kept, the newest."""
     _healthy(sqlite_target)
     run_check(project, sqlite_target.url, "nightly", records=records)
+    newest = run_check(project, sqlite_target.url, "nightly", records=records)
     prune = ("records", "prune", "--keep-days", "0", "--project", str(project))
     dry = kandev_dq(*prune, "--records", records, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "would drop 3 validation result(s) and 1 run record(s)" in dry.stdout
-    assert "0 result(s) and 0 run record(s) remain" in dry.stdout
+    assert "3 result(s) and 1 run record(s) remain" in dry.stdout
     with Records(records) as opened:
-        assert len(opened.result_keys()) == 3 and len(opened.run_records()) == 1
+        assert len(opened.result_keys()) == 6 and len(opened.run_records()) == 2
     done = kandev_dq(*prune, "--records", records)
     assert done.returncode == 0, done.stderr
     assert "dropped 3 validation result(s) and 1 run record(s)" in done.stdout
-    with Records(records) as opened:
-        assert opened.result_keys() == [] and opened.run_records() == []
-    lines = render(history(project, sqlite_target.url, records=records))
-    assert any(line.startswith("write-once baseline taken") for line in lines)  # kept
-    assert "no recorded runs" in lines[-1], lines
+    again = kandev_dq(*prune, "--records", records)  # the newest run is never pruned
+    assert "dropped 0 validation result(s) and 0 run record(s)" in again.stdout, again.stdout
+    past = history(project, sqlite_target.url, records=records)
+    assert [run.run_time for run in past.runs] == [newest.run_time]
     built = build_docs(project, records=records)
     overview = built.overview.read_text(encoding="utf-8")
-    assert "Every rule of the latest run passed" not in overview
-    assert "No run to report findings of yet." in overview
+    assert "No run to report findings of yet." not in overview
 
 
 def test_the_project_keeps_results_through_kandev_dq_backend(project):
@@ -505,6 +509,118 @@ def test_the_project_keeps_results_through_kandev_dq_backend(project):
     store = context.validation_results_store
     assert type(store) is results_store.ValidationResultsStore
     assert isinstance(store.store_backend, results_store.RecordsStoreBackend)
+
+
+def test_pages_show_a_bounded_window_of_a_long_history(
+    sqlite_target, project, records, monkeypatch
+):
+    """At a run every 5 minutes the records hold 2,000 runs a week: a run's index, overview
+    and timeline show the newest runs only, and say so, and the run never lists every stored
+    result (timed in `python -m bench --history-growth`)."""
+    from bench.docs_history import seed_earlier_runs, seed_pages
+    from kandev_dq.report import site
+    from kandev_dq.report.history import TIMELINE_RUNS
+    from kandev_dq.run import records as rec
+
+    _healthy(sqlite_target)
+    run_check(project, sqlite_target.url, "nightly", records=records)
+    with Records(records) as opened:
+        seed_earlier_runs(opened.engine, 299)  # 300 runs, each with its pages on disk
+    seed_pages(project, 299)
+    listed = {"every key": 0}
+    every_key = rec.Records.result_keys
+    monkeypatch.setattr(rec.Records, "result_keys", _counting(listed, "every key", every_key))
+    report = run_check(project, sqlite_target.url, "nightly", records=records)
+    monkeypatch.undo()
+    assert listed["every key"] == 0
+    site_folder = Path(report.docs_index).parent
+    index = (site_folder / "index.html").read_text(encoding="utf-8")
+    assert len(_result_pages(index)) == site.INDEX_RESULTS_LIMIT < 301 * 3
+    assert f"This index lists the last {site.INDEX_RESULTS_LIMIT} validation results" in index
+    assert "<code>kandev-dq history</code> lists more" in index
+    overview = (site_folder / site.OVERVIEW_PAGE).read_text(encoding="utf-8")
+    assert len(_result_pages(overview)) == site.RUNS_SHOWN * 3  # nightly's three suites a run
+    assert f"the last {site.RUNS_SHOWN} runs, newest first" in overview
+    assert f"this store's last {TIMELINE_RUNS} run(s) (at most {TIMELINE_RUNS})" in overview
+    past = history(project, sqlite_target.url, records=records)
+    assert len(past.runs) == 20 and len(past.timeline.points) == TIMELINE_RUNS
+
+
+def _result_pages(page: str) -> set[str]:
+    """The validation result pages a docs page links to."""
+    import re
+
+    return set(re.findall(r"validations/[^\"'#]+?\.html", page))
+
+
+def test_check_prunes_but_keeps_the_newest_run_of_each_name_and_the_ledger(
+    sqlite_target, project, records, monkeypatch
+):
+    """$KANDEV_DQ_RECORDS_KEEP_DAYS prunes at the end of each check: old results and runs go,
+    the ledger, the baseline and accepts stay (AC-24 write-once needs them forever), and so
+    does the newest finished run of each run name (checkpoint and store), which alerts on
+    change compare the next run with: the next run still knows what failed before."""
+    import kandev_dq as kandev_dq_api
+    from kandev_dq.run import records as rec
+
+    store = _healthy(sqlite_target)
+    first = run_check(project, sqlite_target.url, "nightly", records=records)
+    accept_key(project, sqlite_target.url, CAPTURE_SINCE, "restored", records=records)
+    other = "live@another-store"  # another checkpoint's runs, long ago: its newest one stays
+    with Records(records) as opened, opened.engine.begin() as conn:
+        [template] = conn.execute(sa.select(rec.runs)).mappings().all()
+        for day in ("01", "02"):
+            row = {k: v for k, v in template.items() if k != "id"}
+            row |= {"run_name": other, "run_key": f"202001{day}T000000.000000Z"}
+            conn.execute(rec.runs.insert(), row | {"run_time": f"2020-01-{day}T00:00:00Z"})
+            conn.execute(
+                rec.results.insert(),
+                {
+                    "result_key": json.dumps(["rows", other, row["run_key"], "batch"]),
+                    **{"suite": "rows", "run_name": other, "run_key": row["run_key"]},
+                    **{"stored_at": f"2020-01-{day}T00:00:00Z", "value": "{}"},
+                },
+            )
+        ledger = opened.ledger_entries(_identity(sqlite_target))
+        accepts = opened.accepts(_identity(sqlite_target))
+    store.set_key(CAPTURE_SINCE, REWRITTEN)  # a standing failure from now on
+    monkeypatch.setenv(rec.KEEP_DAYS_VARIABLE, "0")
+    second = kandev_dq_api.check(sqlite_target.url, "nightly", project, records=records)
+    assert not result(second, WRITE_ONCE).success
+    assert (second.pruned.results, second.pruned.runs) == (4, 2)  # the first run, 2020-01-01
+    site = project / "uncommitted" / "data_docs" / "local_site" / "validations"
+    pages = {page.parent.name for page in site.rglob("*.html")}  # the run keys with pages
+    assert pages == {second.run_time.replace("-", "").replace(":", "")}  # the first's are gone
+    third = run_check(project, sqlite_target.url, "nightly", records=records)
+    assert third.changes["previous_run"] == second.run_time  # it was kept: not "new" again
+    assert not result(third, WRITE_ONCE).new
+    with Records(records) as opened:
+        kept = {(r["run_name"], r["run_time"]) for r in opened.run_records()}
+        assert kept == {(third.run_name, third.run_time), (other, "2020-01-02T00:00:00Z")}
+        assert first.run_time not in {time for _, time in kept}
+        assert {key[-2] for key in opened.result_keys()} == {
+            r["run_key"] for r in opened.run_records()
+        }
+        assert opened.ledger_entries(_identity(sqlite_target)) == ledger
+        assert opened.accepts(_identity(sqlite_target)) == accepts
+        assert opened.baseline(_identity(sqlite_target)) is not None
+
+
+def test_the_keep_days_setting_is_the_users_own(monkeypatch):
+    """Automatic pruning comes from the user's environment or `check --keep-days`, never the
+    project; a bad value is a one-line error before the run, never a silent no-prune."""
+    from kandev_dq.run.records import KEEP_DAYS_VARIABLE, keep_days_setting
+
+    monkeypatch.delenv(KEEP_DAYS_VARIABLE, raising=False)
+    assert keep_days_setting() is None
+    monkeypatch.setenv(KEEP_DAYS_VARIABLE, " 7 ")
+    assert keep_days_setting() == 7 and keep_days_setting(30) == 30
+    for bad in ("seven", "-1", "1.5", "²"):
+        monkeypatch.setenv(KEEP_DAYS_VARIABLE, bad)
+        with pytest.raises(KandevDqError, match=KEEP_DAYS_VARIABLE):
+            keep_days_setting()
+    with pytest.raises(KandevDqError, match="0 or more"):
+        keep_days_setting(-1)
 
 
 def test_a_checks_docs_build_does_not_reread_the_history(sqlite_target, project, monkeypatch):

@@ -44,6 +44,7 @@ def check(
     records: str | None = None,
     allow_project_code: bool = False,
     progress: Progress | None = None,
+    keep_days: int | None = None,
 ) -> CheckReport:
     """Run ``checkpoint`` of ``project`` against ``store``; the report ``--format json`` prints.
 
@@ -53,22 +54,32 @@ def check(
     ``records`` the records database (default: ``$KANDEV_DQ_RECORDS_URL``, then the project's).
     Inputs are vetted before GX loads, so a bad one fails in well under a second; a project
     naming code of its own is refused unless ``allow_project_code`` (docs/reliability.md, 3a).
+    ``keep_days`` (default: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``, else none) prunes the records
+    database of results and runs older than that many days when the run ends.
     """
     from kandev_dq.run import inputs
+    from kandev_dq.run.records import keep_days_setting
 
+    keep_days = keep_days_setting(keep_days)  # a bad setting fails before the run
     project = Path(project) if project is not None else None
     folder = inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
     with loading_gx():
         from kandev_dq.run.check import run_check
 
-    return run_check(
+    report = run_check(
         folder,
         store,
         checkpoint,
         progress,
         allow_project_code=allow_project_code,
         records=records,
+        keep_days=keep_days,
     )
+    if report.pruned is not None and report.pruned.result_keys:
+        from kandev_dq.report.site import remove_result_pages
+
+        remove_result_pages(folder, report.pruned.result_keys)
+    return report
 
 
 def migrate(

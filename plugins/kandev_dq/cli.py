@@ -293,6 +293,17 @@ def check(
     quiet: QuietOption = False,
     allow_project_code: AllowCodeOption = False,
     records: RecordsOption = None,
+    keep_days: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-days",
+            min=0,
+            help="When the run ends, prune the records database of results and runs older "
+            "than N days (default: $KANDEV_DQ_RECORDS_KEEP_DAYS, else no pruning); the key "
+            "ledger and each checkpoint's newest run on each store are always kept.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     _errors_as(output)
@@ -303,6 +314,7 @@ def check(
         records=records,
         allow_project_code=allow_project_code,
         progress=_progress(quiet),
+        keep_days=keep_days,
     )
     from kandev_dq.run.check import verdict_line
     from kandev_dq.run.inputs import project_folder
@@ -369,6 +381,8 @@ def _print_report(report, headline: str) -> None:
         say(one_line(line))
     if report.docs_index:
         say(f"data docs: {report.docs_index}")
+    if report.pruned is not None:
+        say(report.pruned.said(report.records))
 
 
 def _standing(result) -> str:
@@ -897,18 +911,15 @@ def records_prune(
     ] = False,
 ) -> None:
     """Drop validation results and run records older than N days; never a key ledger entry,
-    a baseline or an accepted reset."""
+    a baseline or an accepted reset, nor the newest finished run of each checkpoint on each
+    store (the run the next one's alerts on change compare with).
+
+    `check --keep-days N` or $KANDEV_DQ_RECORDS_KEEP_DAYS prunes the same way at the end of
+    every check run."""
     from kandev_dq.run.records import Records, records_url
 
     with Records(records_url(_project(project), records)) as opened:
-        pruned = opened.prune(keep_days, dry_run=dry_run)
-        verb = "would drop" if dry_run else "dropped"
-        say(
-            f"{'dry run on' if dry_run else 'pruned'} {opened.shown}: {verb} "
-            f"{pruned.results} validation result(s) and {pruned.runs} run record(s) from "
-            f"before {pruned.cutoff}; {pruned.kept_results} result(s) and {pruned.kept_runs} "
-            "run record(s) remain; the key ledger is kept whole"
-        )
+        say(opened.prune(keep_days, dry_run=dry_run).said(opened.shown))
 
 
 def _whole_short_help(typer_app: typer.Typer) -> None:

@@ -139,11 +139,12 @@ def timeline(records: Records, identity: str, limit: int = TIMELINE_RUNS) -> Tim
     chosen = list(reversed(records.run_records(identity=identity, limit=max(limit, 0))))
     points: list[TimelinePoint] = []
     first_seen: dict[str, str] = {}
+    stored = records.results_of_runs([(r["run_name"], r["run_key"]) for r in chosen])
     for index, record in enumerate(chosen, start=1):
         suites: dict[str, str] = {}
         health: dict[str, int | None] = dict.fromkeys(HEALTH_FIGURES)
         state = None
-        for suite, value in records.results_of_run(record["run_name"], record["run_key"]):
+        for suite, value in stored[record["run_name"], record["run_key"]]:
             worst = "passed"
             for raw in json.loads(value).get("results") or []:
                 rule = rule_result(raw)

@@ -39,6 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from great_expectations.core.util import nested_update
+from great_expectations.data_context.types.resource_identifiers import (
+    ExpectationSuiteIdentifier,
+    ValidationResultIdentifier,
+)
 from great_expectations.render import (
     RenderedBulletListContent,
     RenderedDocumentContent,
@@ -47,21 +51,25 @@ from great_expectations.render import (
     RenderedStringTemplateContent,
     RenderedTableContent,
 )
-from great_expectations.render.renderer.site_builder import SiteBuilder
+from great_expectations.render.renderer.site_builder import (
+    DefaultSiteIndexBuilder,
+    DefaultSiteSectionBuilder,
+    SiteBuilder,
+)
 from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJinjaPageView
 from jinja2 import BytecodeCache, ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.states import explain_state
 from kandev_dq.expectations.base import listing_block
-from kandev_dq.report.history import Timeline, timeline
+from kandev_dq.report.history import TIMELINE_RUNS, Timeline, timeline
 from kandev_dq.report.timeline_chart import start_engine, timeline_svg
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import Changes, changes_since, rule_key
 from kandev_dq.run.checkpoint import DOCS_PAGES
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, failed_by_severity, rule_result, suite_verdict
-from kandev_dq.run.results_store import RecordsStoreBackend
+from kandev_dq.run.results_store import RecordsStoreBackend, ValidationResultsStore
 from kandev_dq.text import html_inert
 
 logger = logging.getLogger(__name__)
@@ -71,11 +79,13 @@ TEMPLATES = ASSETS / "templates"
 STATIC = ASSETS / "static"
 OVERVIEW_PAGE = "overview.html"
 OVERVIEW_RENDERER = "KandevOverviewPageRenderer"
-RUNS_SHOWN = 20
+#: Runs the overview lists, newest first: a build reads this many, however long the history
+#: (a run every 5 minutes records 2,000 a week), so a run costs what the 10th did.
+RUNS_SHOWN = 10
 #: Validation results the index lists and a full build renders, newest first (GX's own
-#: ``validation_results_limit``): a build reads this many results, however long the history,
-#: so a check's docs cost stays flat. ``history`` and the records keep every run.
-INDEX_RESULTS_LIMIT = 100
+#: ``validation_results_limit``): the results of the overview's runs, three suites each.
+#: ``history`` lists more, and the records keep every run until pruned.
+INDEX_RESULTS_LIMIT = 3 * RUNS_SHOWN
 ACTIVATION_SUITE = "activation"
 HEALTH_SUITE = "writer_health"
 
@@ -236,9 +246,16 @@ class Overview:
 def collect_overview(context) -> Overview:
     """The overview of the latest run, read from the validation results store (JSON only)."""
     store = context.validation_results_store
-    keys = [k for k in store.list_keys() if "profiling" not in (k.run_id.run_name or "")]
-    keys.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
     records = records_of(context)
+    # The newest runs' results only, read through an index: a run's docs build costs the
+    # same after 2,000 runs as after 10.
+    window = (
+        [store.tuple_to_key(k) for k in records.results_of_newest_runs(RUNS_SHOWN)]
+        if records is not None
+        else store.list_keys()  # an older project's results in files: GX's own listing
+    )
+    keys = [k for k in window if "profiling" not in (k.run_id.run_name or "")]
+    keys.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
     recorded: dict[str, dict[str, Any] | None] = {}
 
     def record(name: str) -> dict[str, Any] | None:
@@ -288,8 +305,12 @@ def collect_overview(context) -> Overview:
     overview = Overview(list(runs.values()))
     latest = overview.latest
     wanted_store = latest.store if latest else None
+    identity = ((latest.record or {}) if latest else {}).get("store_identity")
 
     def newest(suite: str) -> SuiteRun | None:
+        if records is not None and identity:  # however old: a checkpoint may lack the suite
+            found = records.newest_of_suite(suite, identity)
+            return load(store.tuple_to_key(found)) if found is not None else None
         for key in keys:
             if key.expectation_suite_identifier.name != suite:
                 continue
@@ -305,7 +326,6 @@ def collect_overview(context) -> Overview:
         overview.changes = changes_since(previous, results, latest.record["run_time"])
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)
-    identity = ((latest.record or {}) if latest else {}).get("store_identity")
     if records is not None and identity:
         overview.baseline = records.baseline(identity)
         overview.accepts = records.accepts(identity)
@@ -684,7 +704,12 @@ def _short(value: Any) -> str:
 def _runs_section(overview: Overview) -> RenderedSectionContent:
     name = "Checkpoint runs"
     blocks: list[Any] = [
-        _title(name, "newest first; the store is named without credentials"),
+        _title(
+            name,
+            "the last $n runs, newest first (<code>kandev-dq history</code> lists more); "
+            "the store is named without credentials",
+            {"n": str(RUNS_SHOWN)},
+        ),
     ]
     rows = []
     for run in overview.runs:
@@ -911,9 +936,10 @@ def _timeline_section(overview: Overview) -> RenderedSectionContent:
     blocks: list[Any] = [
         _title(
             name,
-            "this store's last $n run(s), oldest first; "
-            "<code>kandev-dq history --format json</code> gives the same series",
-            {"n": str(len(series.points) if series else 0)},
+            "this store's last $n run(s) (at most $most), oldest first; "
+            "<code>kandev-dq history --format json</code> gives the same series, "
+            "<code>kandev-dq history</code> lists more runs",
+            {"n": str(len(series.points) if series else 0), "most": str(TIMELINE_RUNS)},
         )
     ]
     if series is None or not series.points:
@@ -946,6 +972,9 @@ def index_section(overview: Overview) -> RenderedSectionContent:
     latest = overview.latest
     link = (
         f"<a class='btn btn-primary mt-2' href='{OVERVIEW_PAGE}'>Read the store overview first</a>"
+        f"<div class='text-muted small mt-2 kandev-window'>This index lists the last "
+        f"{INDEX_RESULTS_LIMIT} validation results; <code>kandev-dq history</code> lists more "
+        "runs.</div>"
     )
     if latest is None:
         block = _block(
@@ -999,11 +1028,6 @@ class KandevSiteIndexPageRenderer(gx_adapter.KandevSiteIndexTableRenderer):
 def _add_verdicts(context, links: list[dict[str, Any]]) -> None:
     """Each listed result's suite verdict, read from its stored JSON as the overview reads it;
     a result that cannot be read keeps GX's own status."""
-    from great_expectations.data_context.types.resource_identifiers import (
-        ExpectationSuiteIdentifier,
-        ValidationResultIdentifier,
-    )
-
     store = context.validation_results_store
     for link in links:
         key = ValidationResultIdentifier(
@@ -1030,10 +1054,78 @@ def _section(renderer: type | None) -> dict[str, Any]:
     return section
 
 
+class KandevSiteSectionBuilder(DefaultSiteSectionBuilder):
+    """GX's section builder of results pages, listing a bounded window of the records.
+
+    GX lists every stored result to build the pages of a few: a run's build is given its own
+    results, a whole build renders the newest ``validation_results_limit``. Those are the
+    keys it is given here; the pages are GX's."""
+
+    def build(self, resource_identifiers=None) -> None:
+        store = self.source_store
+        window = None
+        if isinstance(store, ValidationResultsStore) and isinstance(
+            store.store_backend, RecordsStoreBackend
+        ):
+            if resource_identifiers is not None:
+                window = [
+                    k for k in resource_identifiers if isinstance(k, ValidationResultIdentifier)
+                ]
+            elif self.name == "validations" and self.validation_results_limit:
+                newest = store.store_backend.records.newest_result_keys(
+                    self.validation_results_limit
+                )
+                window = [store.tuple_to_key(k) for k in newest]
+        if window is None:
+            return super().build(resource_identifiers=resource_identifiers)
+        with store.listing_only(window):
+            return super().build(resource_identifiers=resource_identifiers)
+
+
+class KandevSiteIndexBuilder(DefaultSiteIndexBuilder):
+    """GX's index builder; in a run's build, the results it lists are the newest
+    ``validation_results_limit`` of the records that have a page, not a walk of every page
+    on disk matched against every stored result.
+
+    A whole build (``kandev-dq docs``) is GX's own: it also removes the pages of results no
+    longer in the records (``records prune``)."""
+
+    #: Set by :class:`KandevSiteBuilder` for each build: whether every page is rebuilt.
+    whole_build = True
+
+    def _add_expectations_to_index_links(self, index_links_dict, skip_and_clean_missing: bool):
+        """The project's suites that have a page (GX walks the whole site, every run's pages
+        included, to find the few suite pages)."""
+        config = self.site_section_builders_config.get("expectations")
+        if self.whole_build or not isinstance(config, dict):
+            return super()._add_expectations_to_index_links(
+                index_links_dict, skip_and_clean_missing
+            )
+        pages = self.target_store.store_backends[ExpectationSuiteIdentifier]
+        for suite in self.data_context.stores[config.get("source_store_name")].list_keys():
+            if pages.has_key(suite.to_tuple()):
+                self.add_resource_info_to_index_links_dict(
+                    index_links_dict=index_links_dict,
+                    expectation_suite_name=suite.name,
+                    section_name="expectations",
+                )
+
+    def _build_validation_and_profiling_result_site_keys(self, skip_and_clean_missing: bool):
+        store = self.data_context.validation_results_store
+        records = records_of(self.data_context)
+        if self.whole_build or records is None or not isinstance(store, ValidationResultsStore):
+            return super()._build_validation_and_profiling_result_site_keys(skip_and_clean_missing)
+        pages = self.target_store.store_backends[ValidationResultIdentifier]
+        newest = records.newest_result_keys(self.validation_results_limit or INDEX_RESULTS_LIMIT)
+        return [store.tuple_to_key(k) for k in newest if pages.has_key(k)]
+
+
 KANDEV_SECTIONS = {
     "expectations": _section(gx_adapter.KandevExpectationSuitePageRenderer),
-    "validations": _section(gx_adapter.KandevValidationResultsPageRenderer),
-    "profiling": _section(None),
+    "validations": _section(gx_adapter.KandevValidationResultsPageRenderer)
+    | {"module_name": __name__, "class_name": KandevSiteSectionBuilder.__name__},
+    "profiling": _section(None)
+    | {"module_name": __name__, "class_name": KandevSiteSectionBuilder.__name__},
 }
 
 
@@ -1067,6 +1159,10 @@ class KandevSiteBuilder(SiteBuilder):
             },
             dict(site_index_builder or {}),
         )
+        if index.get("class_name") == DefaultSiteIndexBuilder.__name__ and index.get(
+            "module_name"
+        ) in (None, DefaultSiteIndexBuilder.__module__):  # a project's yml names GX's: ours
+            index |= {"module_name": __name__, "class_name": KandevSiteIndexBuilder.__name__}
         sections = nested_update(
             copy.deepcopy(KANDEV_SECTIONS),  # nested_update changes its first argument
             dict(site_section_builders or {}),
@@ -1111,6 +1207,8 @@ class KandevSiteBuilder(SiteBuilder):
             self.write_overview(overview)
         except Exception:  # noqa: BLE001 - GX logs a page it cannot render, and goes on
             logger.exception("kandev-dq: the store overview page could not be rendered")
+        if isinstance(self.site_index_builder, KandevSiteIndexBuilder):
+            self.site_index_builder.whole_build = resource_identifiers is None and pages == "all"
         renderer = getattr(self.site_index_builder, "renderer_class", None)
         if isinstance(renderer, KandevSiteIndexPageRenderer):
             renderer.overview = overview
@@ -1148,6 +1246,29 @@ def copy_assets(target_store) -> None:
         key = ("static", *path.relative_to(STATIC).parts)
         content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         backend.set(key, path.read_bytes(), content_type=content_type)
+
+
+def remove_result_pages(project: Path, keys: list[tuple[str, ...]]) -> int:
+    """Remove the pages of pruned validation results from the project's local data docs sites
+    (GX's own site store, which also removes the folders left empty): with automatic pruning
+    the site stays as bounded as the records. The number of pages removed."""
+    from great_expectations.data_context.store import HtmlSiteStore
+    from ruamel.yaml import YAML
+
+    config = YAML(typ="safe").load((Path(project) / "great_expectations.yml").read_text())
+    removed = 0
+    for site in ((config or {}).get("data_docs_sites") or {}).values():
+        backend = (site or {}).get("store_backend") or {}
+        if backend.get("class_name") != "TupleFilesystemStoreBackend":
+            continue  # the vetting allows no other without --allow-project-code
+        pages = HtmlSiteStore(
+            store_backend=dict(backend), runtime_environment={"root_directory": str(project)}
+        ).store_backends[ValidationResultIdentifier]
+        try:
+            removed += sum(bool(pages.remove_key(tuple(key))) for key in keys if len(key) >= 4)
+        except OSError as exc:  # the run and its prune stand; `kandev-dq docs` cleans up later
+            logger.warning("kandev-dq: warning: pruned results' pages not all removed: %s", exc)
+    return removed
 
 
 # --- building from the command line --------------------------------------------------------------

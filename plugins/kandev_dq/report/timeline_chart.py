@@ -49,15 +49,35 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
     def tooltip(*fields: str) -> list:
         return [alt.Tooltip("run:O"), alt.Tooltip("run_time:N", title="time (UTC)"), *fields]
 
+    # The rows go into the spec as plain JSON datasets, after Altair has built and checked
+    # the chart: through Altair each row is an object checked against the schema, a cost
+    # growing with the runs charted.
+    datasets = {
+        "suites": [
+            {"run": p.run, "run_time": p.run_time, "suite": suite, "status": status}
+            for p in series.points
+            for suite, status in p.suites.items()
+        ],
+        "health": [
+            {"run": p.run, "run_time": p.run_time, "figure": figure, "value": value}
+            for p in series.points
+            for figure, value in p.health.items()
+            if value is not None
+        ],
+        "activation": [
+            {"run": p.run, "run_time": p.run_time, "series": "state", "value": p.state}
+            for p in series.points
+            if p.state is not None
+        ]
+        + [
+            {"run": p.run, "run_time": p.run_time, "series": "key present", "value": key}
+            for p in series.points
+            for key in p.keys_present or []
+        ],
+    }
     suites = (
         alt.Chart(
-            alt.Data(
-                values=[
-                    {"run": p.run, "run_time": p.run_time, "suite": suite, "status": status}
-                    for p in series.points
-                    for suite, status in p.suites.items()
-                ]
-            ),
+            alt.Data(name="suites"),
             title="Suites: passed, or the worst severity that failed",
         )
         .mark_point(filled=True, size=90)
@@ -83,14 +103,7 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
 
     health = (
         alt.Chart(
-            alt.Data(
-                values=[
-                    {"run": p.run, "run_time": p.run_time, "figure": figure, "value": value}
-                    for p in series.points
-                    for figure, value in p.health.items()
-                    if value is not None
-                ]
-            ),
+            alt.Data(name="health"),
             title="Writer health since capture_since (AC-26, AC-27)",
         )
         .mark_line(point=True)
@@ -104,18 +117,7 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
 
     activation = (
         alt.Chart(
-            alt.Data(
-                values=[
-                    {"run": p.run, "run_time": p.run_time, "series": "state", "value": p.state}
-                    for p in series.points
-                    if p.state is not None
-                ]
-                + [
-                    {"run": p.run, "run_time": p.run_time, "series": "key present", "value": key}
-                    for p in series.points
-                    for key in p.keys_present or []
-                ]
-            ),
+            alt.Data(name="activation"),
             title="Activation state (AC-24c) and the keys present",
         )
         .mark_point(filled=True, size=70, shape="square")
@@ -127,7 +129,7 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
         )
     )
     # Each chart keeps its own colours and legend: a verdict, a figure and a key are unrelated.
-    return (
+    spec = (
         alt.vconcat(
             suites.properties(width=WIDTH, height=110),
             health.properties(width=WIDTH, height=140),
@@ -137,6 +139,7 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
         .resolve_legend(color="independent", shape="independent")
         .to_dict()
     )
+    return spec | {"datasets": datasets}
 
 
 def timeline_svg(series: Timeline) -> str:

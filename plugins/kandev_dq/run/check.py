@@ -24,7 +24,14 @@ from kandev_dq.run.changes import changes_since, rule_key
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.live_window import live_settings
 from kandev_dq.run.project import CHECKPOINTS, DATASOURCE, load_context
-from kandev_dq.run.records import JSON_LEDGER, Records, records_url, refuse_the_store
+from kandev_dq.run.records import (
+    JSON_LEDGER,
+    Pruned,
+    Records,
+    keep_days_setting,
+    records_url,
+    refuse_the_store,
+)
 from kandev_dq.run.register import finish_run, record_run, run_key
 from kandev_dq.run.results import RuleResult, failing_severities, rule_result
 from kandev_dq.run.results_store import attach_records
@@ -64,6 +71,9 @@ class CheckReport:
     #: Each live suite's window: from when (None: in full, and why), this run's watermark,
     #: and which reads an index served and which fell back to a scan.
     windows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: What the automatic prune at the run's end dropped and kept (``--keep-days``,
+    #: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``); None when no prune was asked for.
+    pruned: Pruned | None = None
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
@@ -79,7 +89,10 @@ class CheckReport:
         return counts | {"passed": sum(r.success for r in self.results)}
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self) | {"counts": self.counts}
+        report = asdict(self) | {"counts": self.counts}
+        if report["pruned"] is not None:  # what was dropped is counted, not listed
+            del report["pruned"]["result_keys"]
+        return report
 
 
 def run_check(
@@ -90,6 +103,7 @@ def run_check(
     *,
     allow_project_code: bool = False,
     records: str | None = None,
+    keep_days: int | None = None,
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
@@ -97,11 +111,15 @@ def run_check(
     credentials), reports to ``progress`` suite by suite, and notifies when configured. Its key
     ledger, register and results go to the records database (``records``, else the project's,
     :func:`kandev_dq.run.records.records_url`): refused when it is the store, exit 2 when it
-    cannot be opened, both before the store is opened.
+    cannot be opened, both before the store is opened. When the run has finished, results and
+    runs older than ``keep_days`` (else ``$KANDEV_DQ_RECORDS_KEEP_DAYS``) are pruned
+    (:meth:`~kandev_dq.run.records.Records.prune`: never the ledger, nor the run alerts on
+    change compare the next one with).
     """
     started = time.perf_counter()
     if any(suite in LIVE_SUITES for suite in CHECKPOINTS.get(checkpoint, ())):
         live_settings()  # a bad setting is a one-line error before anything is opened
+    keep_days = keep_days_setting(keep_days)
     chosen_records = records_url(project, records, allow_project_code=allow_project_code)
     refuse_the_store(chosen_records, resolve_url(chosen_store(target)))
     with Records(chosen_records) as ledger:
@@ -109,6 +127,8 @@ def run_check(
         report = _run_with_records(
             project, target, checkpoint, progress, ledger, allow_project_code
         )
+        if keep_days is not None:
+            report.pruned = ledger.prune(keep_days)
         report.duration_s = round(time.perf_counter() - started, 3)
         return report
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 import datetime as dt
 import getpass
 import hashlib
+import itertools
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,8 @@ SCHEMA_VERSION = 1
 #: Where a first sighting came from.
 FROM_RUN = "run"
 FROM_JSON = "imported key_ledger.json"
+#: Results of one suite read at a time when looking for a store's newest.
+SUITE_PAGE = 50
 
 metadata = sa.MetaData()
 schema_versions = sa.Table(
@@ -119,6 +123,10 @@ runs = sa.Table(
     sa.Column("failed_rules", sa.Text, nullable=True),  # JSON
     sa.Column("duration_s", sa.Float, nullable=True),
     sa.UniqueConstraint("run_name", "run_key", name="kandev_dq_runs_name_key"),
+    # Each read a run makes is bounded, however long the history (the register's by run key,
+    # a store's newest runs): a run every 5 minutes is 2,000 records a week.
+    sa.Index("kandev_dq_runs_run_key", "run_key"),
+    sa.Index("kandev_dq_runs_store_time", "store_identity", "run_time", "id"),
 )
 results = sa.Table(
     "kandev_dq_validation_results",
@@ -130,6 +138,9 @@ results = sa.Table(
     sa.Column("run_key", sa.Text, nullable=True, index=True),
     sa.Column("stored_at", sa.Text, nullable=False, index=True),
     sa.Column("value", sa.Text, nullable=False),
+    # A run's results, and a suite's newest result, read through an index.
+    sa.Index("kandev_dq_results_run", "run_name", "run_key"),
+    sa.Index("kandev_dq_results_suite_run_key", "suite", "run_key"),
 )
 imports = sa.Table(
     "kandev_dq_imports",
@@ -318,6 +329,8 @@ class Records:
             try:
                 with self.engine.begin() as conn:
                     metadata.create_all(conn, checkfirst=True)
+                    # A records database made by an older kandev-dq gets the newer indexes.
+                    _create_missing_indexes(conn)
                 break
             except sa.exc.DBAPIError:
                 if attempt == 2:
@@ -568,19 +581,93 @@ class Records:
                 sa.select(results.c.value).where(results.c.result_key == json.dumps(list(key)))
             ).scalar()
 
-    def results_of_run(self, run_name: str, run_key: str) -> list[tuple[str, str]]:
-        """(suite, stored result JSON) of each suite one recorded run validated."""
+    def results_of_runs(
+        self, run_ids: list[tuple[str, str]]
+    ) -> dict[tuple[str, str], list[tuple[str, str]]]:
+        """(suite, stored result JSON) of each suite each recorded run (run name, run key)
+        validated, by run: one indexed read for them all."""
+        found: dict[tuple[str, str], list[tuple[str, str]]] = {run: [] for run in run_ids}
+        if not run_ids:
+            return found
         with self.engine.connect() as conn:
             rows = conn.execute(
-                sa.select(results.c.suite, results.c.value)
-                .where(results.c.run_name == run_name, results.c.run_key == run_key)
+                sa.select(results.c.run_name, results.c.run_key, results.c.suite, results.c.value)
+                .where(results.c.run_key.in_(sorted({key for _, key in run_ids})))
                 .order_by(results.c.suite)
             )
-            return [(row.suite, row.value) for row in rows]
+            for row in rows:
+                if (row.run_name, row.run_key) in found:
+                    found[row.run_name, row.run_key].append((row.suite, row.value))
+        return found
 
     def result_keys(self) -> list[tuple[str, ...]]:
+        """Every stored key: GX's own listing. A run reads a bounded window instead
+        (:meth:`newest_result_keys`, :meth:`results_of_newest_runs`, :meth:`newest_of_suite`)."""
         with self.engine.connect() as conn:
             return [tuple(json.loads(k)) for k in conn.scalars(sa.select(results.c.result_key))]
+
+    def newest_result_keys(self, limit: int) -> list[tuple[str, ...]]:
+        """The ``limit`` newest validation results' keys, newest first (by GX's run time)."""
+        query = (
+            sa.select(results.c.result_key)
+            .where(results.c.run_key.is_not(None))
+            .order_by(results.c.run_key.desc(), results.c.suite.desc())
+            .limit(max(limit, 0))
+        )
+        with self.engine.connect() as conn:
+            return [tuple(json.loads(k)) for k in conn.scalars(query)]
+
+    def results_of_newest_runs(self, runs: int) -> list[tuple[str, ...]]:
+        """The keys of every result of the ``runs`` newest run times, newest first."""
+        newest = (
+            sa.select(results.c.run_key)
+            .where(results.c.run_key.is_not(None))
+            .distinct()
+            .order_by(results.c.run_key.desc())
+            .limit(max(runs, 0))
+        )
+        with self.engine.connect() as conn:
+            keys = list(conn.scalars(newest))
+            if not keys:
+                return []
+            query = (
+                sa.select(results.c.result_key)
+                .where(results.c.run_key.in_(keys))
+                .order_by(results.c.run_key.desc(), results.c.suite.desc())
+            )
+            return [tuple(json.loads(k)) for k in conn.scalars(query)]
+
+    def newest_of_suite(self, suite: str, identity: str) -> tuple[str, ...] | None:
+        """The key of the newest result of ``suite`` from a recorded run of the store
+        ``identity`` (None: there is none). Read newest first, a page at a time, through the
+        (suite, run key) index: a planner joining from the runs would read every run of the
+        store."""
+        for offset in itertools.count(0, SUITE_PAGE):
+            query = (
+                sa.select(results.c.result_key, results.c.run_name, results.c.run_key)
+                .where(results.c.suite == suite, results.c.run_key.is_not(None))
+                .order_by(results.c.run_key.desc())
+                .limit(SUITE_PAGE)
+                .offset(offset)
+            )
+            with self.engine.connect() as conn:
+                page = conn.execute(query).all()
+                if not page:
+                    return None
+                ours = set(
+                    conn.execute(
+                        sa.select(runs.c.run_name, runs.c.run_key).where(
+                            runs.c.store_identity == identity,
+                            sa.tuple_(runs.c.run_name, runs.c.run_key).in_(
+                                [(row.run_name, row.run_key) for row in page]
+                            ),
+                        )
+                    ).all()
+                )
+            for row in page:
+                if (row.run_name, row.run_key) in ours:
+                    return tuple(json.loads(row.result_key))
+        return None
 
     def remove_result(self, key: tuple[str, ...]) -> bool:
         with self.engine.begin() as conn:
@@ -596,26 +683,98 @@ class Records:
     ) -> Pruned:
         """Drop validation results and run records older than ``keep_days`` (``dry_run``: only
         count them); never a ledger row, a baseline or an accept (write-once needs them
-        forever, AC-24). The counts include what is kept, so a reader sees what remains."""
+        forever, AC-24), and never the runs :func:`_kept_runs` names, nor their results. The
+        counts include what is kept, so a reader sees what remains."""
         if keep_days < 0:
             raise KandevDqError(f"--keep-days must be 0 or more, not {keep_days}")
         cutoff = now_text((now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=keep_days))
-        old_results = results.c.stored_at < cutoff
-        old_runs = runs.c.run_time < cutoff
         with self.engine.begin() as conn:
+            kept = _kept_runs(conn)
+            old_results = [results.c.stored_at < cutoff]
+            old_runs = [runs.c.run_time < cutoff]
+            if kept:
+                kept_results = sa.tuple_(results.c.run_name, results.c.run_key).in_(kept)
+                old_results.append(sa.or_(results.c.run_key.is_(None), ~kept_results))
+                old_runs.append(~sa.tuple_(runs.c.run_name, runs.c.run_key).in_(kept))
 
             def count(table: sa.Table, *where) -> int:
                 query = sa.select(sa.func.count()).select_from(table).where(*where)
                 return conn.execute(query).scalar()
 
-            dropped_results, dropped_runs = count(results, old_results), count(runs, old_runs)
+            dropped_results, dropped_runs = count(results, *old_results), count(runs, *old_runs)
+            dropped_keys = []
             if not dry_run:
-                conn.execute(results.delete().where(old_results))
-                conn.execute(runs.delete().where(old_runs))
+                dropped_keys = [
+                    tuple(json.loads(key))
+                    for key in conn.scalars(sa.select(results.c.result_key).where(*old_results))
+                ]
+                conn.execute(results.delete().where(*old_results))
+                conn.execute(runs.delete().where(*old_runs))
             total_results, total_runs = count(results), count(runs)
         if dry_run:
             total_results, total_runs = total_results - dropped_results, total_runs - dropped_runs
-        return Pruned(cutoff, dropped_results, dropped_runs, total_results, total_runs, dry_run)
+        return Pruned(
+            cutoff,
+            dropped_results,
+            dropped_runs,
+            total_results,
+            total_runs,
+            dry_run,
+            keep_days,
+            dropped_keys,
+        )
+
+
+def _kept_runs(conn: sa.Connection) -> list[tuple[str, str]]:
+    """(run name, run key) of the runs a prune keeps, however old: the newest finished run of
+    each run name (one checkpoint on one store), which alerts on change compare the next run
+    with (:mod:`kandev_dq.run.changes`: without it a standing failure alerts again as new),
+    and each unfinished run after it, which may still be running. An unfinished run before
+    it was interrupted, and goes like any other."""
+    newest = dict(
+        conn.execute(
+            sa.select(runs.c.run_name, sa.func.max(runs.c.run_key))
+            .where(runs.c.finished.is_(True))
+            .group_by(runs.c.run_name)
+        ).all()
+    )
+    unfinished = conn.execute(
+        sa.select(runs.c.run_name, runs.c.run_key).where(runs.c.finished.is_(False))
+    ).all()
+    running = [(name, key) for name, key in unfinished if key > newest.get(name, "")]
+    return [*newest.items(), *running]
+
+
+#: The environment variable that prunes the records database at the end of every check run.
+KEEP_DAYS_VARIABLE = "KANDEV_DQ_RECORDS_KEEP_DAYS"
+
+
+def keep_days_setting(given: int | None = None) -> int | None:
+    """How many days of results and runs a check keeps when it ends: ``given`` (``check
+    --keep-days``), else ``$KANDEV_DQ_RECORDS_KEEP_DAYS``, else None (no automatic pruning).
+    The user's own setting only: a project folder (maybe someone else's checkout) cannot
+    make a check delete the user's records."""
+    if given is not None:
+        if given < 0:
+            raise KandevDqError(f"--keep-days must be 0 or more, not {given}")
+        return given
+    raw = os.environ.get(KEEP_DAYS_VARIABLE, "").strip()
+    if not raw:
+        return None
+    if not re.fullmatch(r"[0-9]+", raw):
+        raise KandevDqError(
+            f"{KEEP_DAYS_VARIABLE} must be a whole number of days (0 or more), not {raw[:40]!r}"
+        )
+    return int(raw)
+
+
+def _create_missing_indexes(conn: sa.Connection) -> None:
+    inspector = sa.inspect(conn)
+    for table in metadata.sorted_tables:
+        present = {index["name"] for index in inspector.get_indexes(table.name)}
+        for index in table.indexes:
+            if index.name not in present:
+                index.create(conn)
 
 
 @dataclass
@@ -666,6 +825,19 @@ class Pruned:
     kept_results: int = 0
     kept_runs: int = 0
     dry_run: bool = False
+    keep_days: int | None = None
+    #: The keys of the results dropped: their data docs pages go too.
+    result_keys: list[tuple[str, ...]] = field(default_factory=list)
+
+    def said(self, records: str) -> str:
+        """The one line ``records prune`` and a pruning ``check`` say."""
+        verb = "would drop" if self.dry_run else "dropped"
+        return (
+            f"{'dry run on' if self.dry_run else 'pruned'} {records}: {verb} "
+            f"{self.results} validation result(s) and {self.runs} run record(s) from "
+            f"before {self.cutoff}; {self.kept_results} result(s) and {self.kept_runs} "
+            "run record(s) remain; the key ledger is kept whole"
+        )
 
 
 @dataclass

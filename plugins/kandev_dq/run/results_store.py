@@ -20,6 +20,8 @@ in the backend's config is the project's setting for it.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +156,24 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
             store_name=store_name,
         )
         self._keys: dict[tuple, Any] = {}
+        self._listing: list | None = None
+
+    def list_keys(self) -> list:
+        """GX's listing of every stored key, unless a bounded window is in force
+        (:meth:`listing_only`)."""
+        if self._listing is not None:
+            return list(self._listing)
+        return super().list_keys()
+
+    @contextmanager
+    def listing_only(self, keys: list) -> Iterator[None]:
+        """List only ``keys`` meanwhile: GX's page builders list the whole store to render a
+        few pages of it, a cost growing with the history; kandev-dq gives them the window."""
+        self._listing = list(keys)
+        try:
+            yield
+        finally:
+            self._listing = None
 
     def store_validation_results(self, suite_validation_result, *args: Any, **kwargs: Any):
         """Store a suite's result with GX's ``success`` set by kandev-dq's verdict (fail on

@@ -294,8 +294,12 @@ def _vet_yml(yml: Path, config: dict) -> None:
         if "base_directory" in mapping:
             place = f"{where}.base_directory"
             written[place] = _inside(yml, place, mapping["base_directory"], root)
-    for where, folder in written.items():
+    walked: list[Path] = []
+    for where, folder in sorted(written.items(), key=lambda item: len(item[1].parts)):
+        if any(folder.is_relative_to(outer) for outer in walked):
+            continue  # inside a folder already walked (the data docs in uncommitted/)
         _refuse_links_out(yml, where, folder, root)
+        walked.append(folder)
     for where, mapping in _mappings(config):
         if "store_backend" in mapping:
             _vet_backend(yml, f"{where}.store_backend", mapping["store_backend"])
@@ -320,12 +324,22 @@ def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path) -> None:
         refuse(
             yml, where, f"{one_line(folder.relative_to(root))} is a link out of the project folder"
         )
-    for parent, folders, files in os.walk(folder):
-        for name in (*folders, *files):
-            path = Path(parent) / name
-            if path.is_symlink() and not path.resolve().is_relative_to(root):
-                shown = one_line(path.relative_to(root))[:200]
-                refuse(yml, where, f"{shown} is a link out of the project folder")
+    # The folder entries' own types (no stat of each): the data docs hold pages of every run
+    # kept, and a run's cost must not grow with them.
+    pending = [str(folder)]
+    while pending:
+        try:
+            entries = list(os.scandir(pending.pop()))
+        except OSError:  # as os.walk: a folder that cannot be read holds nothing to write
+            continue
+        for entry in entries:
+            if entry.is_symlink():
+                path = Path(entry.path)
+                if not path.resolve().is_relative_to(root):
+                    shown = one_line(path.relative_to(root))[:200]
+                    refuse(yml, where, f"{shown} is a link out of the project folder")
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
 
 
 def _vet_backend(yml: Path, where: str, backend: object) -> None:
