@@ -80,8 +80,7 @@ class Stores:
 
     def generate(self, dialect: str, scale: int) -> tuple[Copy, sample.SampleSummary]:
         """A store predating the backfill: history, an empty amended table, no keys."""
-        name = f"{self.prefix}_{scale}"
-        store = self._database(name) if dialect == "postgresql" else self._file(name)
+        store = self._new(dialect, f"{self.prefix}_{scale}")
         engine = store.engine()
         try:
             sample.create_store(engine, subagents="amended")
@@ -90,6 +89,13 @@ class Stores:
         finally:
             engine.dispose()
         return store, summary
+
+    def empty(self, dialect: str, label: str) -> Copy:
+        """A new empty store (a database on the server, or a file not yet created)."""
+        return self._new(dialect, f"{self.prefix}_{label}_{uuid.uuid4().hex[:6]}")
+
+    def _new(self, dialect: str, name: str) -> Copy:
+        return self._database(name) if dialect == "postgresql" else self._file(name)
 
     def copy(self, source: Copy, label: str) -> Copy:
         """An identical copy of ``source`` (no connection to it may be open)."""
