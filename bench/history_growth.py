@@ -33,11 +33,7 @@ DIALECTS = ("sqlite", "postgresql")
 
 def _records_database(stores: Stores, dialect: str, label: str) -> str:
     """A fresh, empty records database of ``dialect`` (never the store under validation)."""
-    if dialect == "postgresql":
-        return stores.empty_database(label).target
-    path = stores.folder / f"records-{label}.db"
-    path.unlink(missing_ok=True)
-    return str(path)
+    return stores.empty(dialect, f"records_{label.replace('-', '_')}").target
 
 
 def _check_seconds(project: Path, store: Path, checkpoint: str, records: str) -> float:

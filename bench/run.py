@@ -19,6 +19,9 @@ For each dialect and scale, in this order:
 
 Floors and measured runs alternate within each round; the table shows medians.
 
+``--live SCALE`` measures only the ``live`` checkpoint on a store of that scale against a store
+holding only the new messages (:mod:`bench.live`, written to ``bench/live.md``).
+
 ``--docs-history N,M`` measures only a check's data docs build after N and M stored runs
 (:mod:`bench.docs_history`, written to ``bench/docs-history.md``). ``--history-growth N,M``
 measures only a whole check run of ``--checkpoint`` after N and M recorded runs, on each of
@@ -74,6 +77,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--quick-only",
         action="store_true",
         help="time only the commands that must answer in under a second (no stores, no floors)",
+    )
+    parser.add_argument(
+        "--live",
+        type=int,
+        metavar="SCALE",
+        help="only the live checkpoint on a store of SCALE units (400: 1.1M messages) against a "
+        "store of its new messages alone; writes bench/live.md unless --out is given",
     )
     parser.add_argument(
         "--docs-history",
@@ -260,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         return docs_history_main(args, argv)
     if args.history_growth:
         return history_growth_main(args, argv)
+    if args.live:
+        return live_main(args, argv)
     if args.out is None:  # a quick run never replaces the full table
         args.out = args.work / "quick.md" if args.quick_only else HERE / "results.md"
     scales = [int(s) for s in args.scales.split(",") if s]
@@ -354,6 +366,46 @@ def history_growth_main(args, argv: list[str] | None) -> int:
     out.write_text(text)
     print(text)
     return 0 if found["flat"] else 1
+
+
+def live_main(args, argv: list[str] | None) -> int:
+    from bench import live
+
+    dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
+    server = postgres_server()
+    if "postgresql" in dialects and server is None:
+        raise SystemExit("PostgreSQL needs KANDEV_BENCH_POSTGRES_URL or KANDEV_TEST_POSTGRES_URL")
+    args.work.mkdir(parents=True, exist_ok=True)
+    project = build_project(args.work / "project")
+    info = machine()
+    info["load_before"] = load()
+    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    if "postgresql" in dialects:
+        info["postgresql"] = _server_version(server)
+    started = time.perf_counter()
+    stores = Stores(args.work, server)
+    try:
+        results = live.measure_live(
+            stores, dialects, args.live, project, args.work / "live", args.repeat
+        )
+    finally:
+        stores.cleanup()
+    info["load_after"] = load()
+    info["minutes"] = round((time.perf_counter() - started) / 60, 1)
+    info["repeat"] = args.repeat
+    (args.work / "live.json").write_text(
+        json.dumps({"machine": info, "results": results}, indent=1)
+    )
+    out = args.out if args.out is not None else HERE / "live.md"
+    if out == HERE / "live.md":  # the committed table keeps its plans beside it
+        for r in results:
+            kept = HERE / "plans" / Path(r["plans"]).name
+            shutil.copyfile(args.work / "live" / r["plans"], kept)
+            r["plans"] = f"plans/{kept.name}"
+    text = live.render(info, results)
+    out.write_text(text)
+    print(text)
+    return 0
 
 
 def _server_version(server) -> str:

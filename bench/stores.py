@@ -80,8 +80,7 @@ class Stores:
 
     def generate(self, dialect: str, scale: int) -> tuple[Copy, sample.SampleSummary]:
         """A store predating the backfill: history, an empty amended table, no keys."""
-        name = f"{self.prefix}_{scale}"
-        store = self._database(name) if dialect == "postgresql" else self._file(name)
+        store = self._new(dialect, f"{self.prefix}_{scale}")
         engine = store.engine()
         try:
             sample.create_store(engine, subagents="amended")
@@ -91,9 +90,12 @@ class Stores:
             engine.dispose()
         return store, summary
 
-    def empty_database(self, label: str) -> Copy:
-        """A fresh, empty PostgreSQL database on the server (dropped with the rest)."""
-        return self._database(f"{self.prefix}_{label.replace('-', '_')}")
+    def empty(self, dialect: str, label: str) -> Copy:
+        """A new empty store (a database on the server, or a file not yet created)."""
+        return self._new(dialect, f"{self.prefix}_{label}_{uuid.uuid4().hex[:6]}")
+
+    def _new(self, dialect: str, name: str) -> Copy:
+        return self._database(name) if dialect == "postgresql" else self._file(name)
 
     def copy(self, source: Copy, label: str) -> Copy:
         """An identical copy of ``source`` (no connection to it may be open)."""

@@ -1,0 +1,312 @@
+"""``python -m bench --live SCALE``: the ``live`` checkpoint's cost is flat with store size.
+
+For each dialect:
+
+1. a generated store of ``SCALE`` units (400: 1.1M messages), migrated, with live traffic up to
+   the bench's clock (as :mod:`bench.run` builds its stores);
+2. a first ``check --checkpoint live`` on it (it reads everything since capture_since and records
+   the watermark); the project, its records database included, is kept as it is then;
+3. :data:`NEW_MESSAGES` subagent messages appended after that run by a healthy writer;
+4. a *small* store holding only those messages and their context: their sessions and turns, the
+   subagent rows of their keys, and the activation keys;
+5. ``--repeat`` rounds, alternating: ``check --checkpoint live`` as a whole process on the large
+   store (from the kept project, so every round reads the same window) and on the small store
+   (a fresh project: its first run reads everything since capture_since, the same messages);
+   then the same two runs in process, timing every statement sent to the store.
+
+The targets (the large store against the small one): the whole process ≤ 1.3×, the SQL ≤ 2×.
+Beside them stands the physical floor of each store, one pass over each table
+(:func:`bench.floors.single_pass`), so a reader sees what a run that read everything would cost.
+The statements of one in-process run on the large store are kept with their plans in
+``WORK/plans/<dialect>-<scale>-live.txt``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench import measure
+from bench.stores import Copy, Stores
+from kandev_dq.contract import tables as schema
+from kandev_dq.lab import sample
+
+NEW_MESSAGES = 1_000
+#: The targets: the large store's live run against the small store's.
+PROCESS_RATIO = 1.3
+SQL_RATIO = 2.0
+
+
+def _say(message: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] live: {message}", flush=True)
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def _records(project: Path) -> str:
+    return str(project / "uncommitted" / "records.db")
+
+
+def _check(store: Copy, project: Path) -> measure.ProcessRun:
+    """``check --checkpoint live`` as a process, with the project's own records database."""
+    argv = [
+        *measure.kandev_dq_command(),
+        "check",
+        "--project",
+        str(project),
+        "--store",
+        store.target,
+        "--checkpoint",
+        "live",
+        "--records",
+        _records(project),
+        "--format",
+        "json",
+        "--quiet",
+    ]
+    return measure.run_process(argv)
+
+
+@contextmanager
+def _store_statements(store: Copy) -> Iterator[list[tuple[str, Any, float]]]:
+    """Every statement sent to ``store`` while the block runs: (SQL, parameters, seconds).
+    Statements to the records database and to other databases are left out."""
+    timed: list[tuple[str, Any, float]] = []
+    wanted = store.url.database or ""
+
+    def ours(conn) -> bool:
+        database = conn.engine.url.database or ""
+        return database == wanted or (store.dialect == "sqlite" and wanted in database)
+
+    def before(conn, cursor, statement, parameters, context, executemany) -> None:
+        conn.info["kandev_bench_started"] = time.perf_counter()
+
+    def after(conn, cursor, statement, parameters, context, executemany) -> None:
+        started = conn.info.pop("kandev_bench_started", None)
+        if started is not None and ours(conn):
+            timed.append((statement, parameters, time.perf_counter() - started))
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", before)
+    sa.event.listen(sa.engine.Engine, "after_cursor_execute", after)
+    try:
+        yield timed
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", before)
+        sa.event.remove(sa.engine.Engine, "after_cursor_execute", after)
+
+
+def _sql_in_process(store: Copy, project: Path) -> tuple[float, list[tuple[str, Any, float]]]:
+    """One ``live`` run in process: the seconds its statements to the store took, and them."""
+    from kandev_dq.run.check import run_check
+
+    with _store_statements(store) as timed:
+        report = run_check(project, store.target, "live", records=_records(project))
+    if report.checkpoint != "live":
+        raise RuntimeError("the run did not report the live checkpoint")
+    return sum(seconds for _, _, seconds in timed), list(timed)
+
+
+def _copy_rows(source: sa.Connection, target: sa.Connection, table: sa.Table, where) -> int:
+    rows = [dict(r) for r in source.execute(sa.select(table).where(where)).mappings()]
+    if rows:
+        target.execute(table.insert(), rows)
+    return len(rows)
+
+
+def small_store(stores: Stores, large: Copy, dialect: str, since: datetime) -> tuple[Copy, int]:
+    """A store holding only the messages created at/after ``since`` in ``large`` and their
+    context: their sessions and turns, the subagent rows of their sessions observed at/after
+    ``since``, and every activation key. Returns it and how many messages it holds."""
+    from kandev_dq.contract.instants import Instant
+    from kandev_dq.sql.dialect import at_or_after, instant_param
+
+    small = stores.empty(dialect, "small")
+    bound = instant_param("since", Instant.from_datetime(since))
+    m, s = schema.task_session_messages, schema.subagents
+    source_engine, target_engine = large.engine(), small.engine()
+    try:
+        sample.create_store(target_engine, subagents="amended")
+        with source_engine.connect() as src, target_engine.begin() as dst:
+            new = sa.select(m.c.id).where(at_or_after(m.c.created_at, bound))
+            sessions = sa.select(m.c.task_session_id).where(m.c.id.in_(new))
+            turns = sa.select(m.c.turn_id).where(m.c.id.in_(new))
+            _copy_rows(src, dst, schema.kandev_meta, sa.true())
+            _copy_rows(src, dst, schema.task_sessions, schema.task_sessions.c.id.in_(sessions))
+            _copy_rows(
+                src, dst, schema.task_session_turns, schema.task_session_turns.c.id.in_(turns)
+            )
+            count = _copy_rows(src, dst, m, m.c.id.in_(new))
+            _copy_rows(
+                src,
+                dst,
+                s,
+                sa.and_(s.c.task_session_id.in_(sessions), at_or_after(s.c.observed_at, bound)),
+            )
+    finally:
+        source_engine.dispose()
+        target_engine.dispose()
+    stores.analyze(small)
+    return small, count
+
+
+def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work: Path, repeat: int):
+    _say(f"{dialect} scale {scale}: generating and migrating")
+    large, summary = stores.generate(dialect, scale)
+    seconds, migration = measure.kandev_migrate(large)
+    if not migration.ok:
+        raise SystemExit(f"migrate failed on the bench store:\n{migration.render()}")
+    engine = large.engine()
+    try:
+        sample.append_live_traffic(engine, count=10 * scale, seed=1, until=datetime.now(UTC))
+    finally:
+        engine.dispose()
+    stores.analyze(large)
+
+    _say(f"{dialect} scale {scale}: the first live run (everything since capture_since)")
+    kept = measure.fresh_project(project, work / f"live-{dialect}-kept")
+    first_run_at = datetime.now(UTC)
+    first = _check(large, kept)
+    if first.returncode not in (0, 1):
+        raise SystemExit("the first live run failed to run")
+
+    _say(f"{dialect} scale {scale}: {NEW_MESSAGES} new messages, then the small store")
+    engine = large.engine()
+    try:
+        sample.append_live_traffic(
+            engine, count=NEW_MESSAGES, seed=2, after=first_run_at, until=datetime.now(UTC)
+        )
+    finally:
+        engine.dispose()
+    stores.analyze(large)
+    small, small_messages = small_store(stores, large, dialect, first_run_at)
+
+    result: dict[str, Any] = {
+        "dialect": dialect,
+        "scale": scale,
+        "messages": summary.messages + 10 * scale + NEW_MESSAGES,
+        "small_messages": small_messages,
+        "process": {"large": [], "small": []},
+        "sql": {"large": [], "small": []},
+        "single_pass": {"large": [], "small": []},
+        "statements": {},
+    }
+    plans: list[tuple[str, Any, float]] = []
+    for round_ in range(repeat):
+        _say(f"{dialect} scale {scale}: round {round_ + 1}/{repeat}")
+        for label, store in (("large", large), ("small", small)):
+            result["single_pass"][label].append(measure.scan_floor(store)[0])
+            run_project = _project_for(label, kept, project, work, dialect)
+            result["process"][label].append(_check(store, run_project).seconds)
+        for label, store in (("large", large), ("small", small)):
+            run_project = _project_for(label, kept, project, work, dialect)
+            sql, statements = _sql_in_process(store, run_project)
+            result["sql"][label].append(sql)
+            result["statements"][label] = len(statements)
+            if label == "large" and round_ == 0:
+                plans = statements
+    plan_file = work / "plans" / f"{dialect}-{scale}-live.txt"
+    result["plans"] = _write_plans(large, plans, plan_file).relative_to(work).as_posix()
+    stores.drop(small)
+    stores.drop(large)
+    return result
+
+
+def _project_for(label: str, kept: Path, template: Path, work: Path, dialect: str) -> Path:
+    """The large store's runs start from the kept project (the same watermark each round); the
+    small store's from a fresh one (its first run)."""
+    if label == "large":
+        return measure.fresh_project(kept, work / f"live-{dialect}-large")
+    return measure.fresh_project(template, work / f"live-{dialect}-small")
+
+
+def _write_plans(store: Copy, statements: list[tuple[str, Any, float]], out: Path) -> Path:
+    """Each read statement of one run with its seconds and its plan (untimed)."""
+    explain = {"sqlite": measure._sqlite_plan, "postgresql": measure._postgres_plan}[store.dialect]
+    from kandev_dq.store.access import open_store
+    from kandev_dq.store.snapshot import pinned
+
+    opened = open_store(store.target, read_only=True)
+    sections: dict[tuple[str, str], str] = {}
+    try:
+        with pinned(opened.engine) as run:
+            for statement, parameters, seconds in statements:
+                key = (statement, repr(parameters))
+                if key in sections or not measure._READ.match(statement):
+                    continue
+                shown = " ".join(statement.split())[:120]
+                header = f"-- {len(sections) + 1}. {seconds:.4f} s: {shown}"
+                if parameters:
+                    header += f"\n--    parameters: {repr(parameters)[:200]}"
+                plan = measure._plan_or_reason(run.connection, explain, statement, parameters)
+                sections[key] = f"{header}\n{plan}"
+    finally:
+        opened.dispose()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n\n".join(sections.values()) + "\n")
+    return out
+
+
+def render(info: dict, results: list[dict]) -> str:
+    lines = [
+        "# kandev-dq bench: the `live` checkpoint against store size",
+        "",
+        f"- date: {info['date']}; took {info.get('minutes', '?')} min; command: "
+        f"`{info['command']}` (medians of {info['repeat']} rounds, large and small alternating)",
+        f"- machine: {info.get('cpus', '?')} CPU(s) ({info.get('cpu', '?')}), load average "
+        f"{info['load_before']} before, {info['load_after']} after (shared with other work: "
+        "read the ratios, not the seconds)",
+        f"- software: Python {info['python']}, GX {info['great_expectations']}, "
+        f"SQLite {info['sqlite']}"
+        + (f", PostgreSQL {info['postgresql']}" if info.get("postgresql") else ""),
+        "",
+        f"A store of the given size, checked once with `live` (its watermark recorded), then "
+        f"{NEW_MESSAGES:,} new subagent messages from a healthy writer; against it, a store "
+        "holding only those messages and their context (sessions, turns, rows, keys), checked "
+        "with `live` for the first time. Whole process = `kandev-dq check --checkpoint live` as "
+        "a process; SQL = every statement sent to the store by one run in process. "
+        "Single pass = one read of each table of that store, the physical floor of a run that "
+        "reads everything.",
+        "",
+        "| dialect | messages | new | process large (s) | process small (s) | process × "
+        f"(≤ {PROCESS_RATIO}) | SQL large (s) | SQL small (s) | SQL × (≤ {SQL_RATIO:g}) | "
+        "statements | single pass large (s) | single pass small (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        pl, ps = _median(r["process"]["large"]), _median(r["process"]["small"])
+        sl, ss = _median(r["sql"]["large"]), _median(r["sql"]["small"])
+        lines.append(
+            f"| {r['dialect']} | {r['messages']:,} | {r['small_messages']:,} | {pl:.2f} | "
+            f"{ps:.2f} | {pl / ps:.2f}× ({_ok(pl / ps <= PROCESS_RATIO)}) | {sl:.3f} | {ss:.3f} | "
+            f"{sl / ss:.2f}× ({_ok(sl / ss <= SQL_RATIO)}) | {r['statements'].get('large', 0)} | "
+            f"{_median(r['single_pass']['large']):.2f} | {_median(r['single_pass']['small']):.3f} |"
+        )
+    lines += [
+        "",
+        "Query plans of one run on the large store: "
+        + ", ".join(f"`{r['plans']}`" for r in results)
+        + ".",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _ok(flag: bool) -> str:
+    return "met" if flag else "**not met**"
+
+
+def measure_live(
+    stores: Stores, dialects: list[str], scale: int, project: Path, work: Path, repeat: int
+) -> list[dict]:
+    work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work / "plans", ignore_errors=True)
+    return [bench_dialect(stores, d, scale, project, work, repeat) for d in dialects]
