@@ -23,8 +23,8 @@ from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check, window_lines
-from kandev_dq.run.live_window import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.run.records import Records, records_url
+from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.store.access import open_store
 from tests.gxhelpers import failed, result
 
@@ -251,7 +251,8 @@ def test_live_on_a_store_not_activated_judges_as_nightly_does(target, project, s
 def test_a_watermark_later_than_the_run_reads_in_full():
     """A window can only start before the run that reads it: a last watermark in the future
     (a clock set back) reads everything instead of nothing."""
-    from kandev_dq.run.live_window import LiveSettings, decide
+    from kandev_dq.run.live_window import decide
+    from kandev_dq.run.settings import LiveSettings
 
     now = datetime.now(UTC)
     later = decide("live_rows", _rfc(now + timedelta(hours=1)), now, LiveSettings())

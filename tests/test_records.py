@@ -30,6 +30,7 @@ from kandev_dq.run.check import run_check
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.ledger_commands import accept_key
 from kandev_dq.run.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
+from kandev_dq.run.settings import KEEP_DAYS_VARIABLE, keep_days_setting
 from kandev_dq.store.access import resolve_url
 from tests.conftest import fresh_pg_database
 from tests.gxhelpers import copy_project, result
@@ -584,7 +585,7 @@ def test_check_prunes_but_keeps_the_newest_run_of_each_name_and_the_ledger(
         ledger = opened.ledger_entries(_identity(sqlite_target))
         accepts = opened.accepts(_identity(sqlite_target))
     store.set_key(CAPTURE_SINCE, REWRITTEN)  # a standing failure from now on
-    monkeypatch.setenv(rec.KEEP_DAYS_VARIABLE, "0")
+    monkeypatch.setenv(KEEP_DAYS_VARIABLE, "0")
     second = kandev_dq_api.check(sqlite_target.url, "nightly", project, records=records)
     assert not result(second, WRITE_ONCE).success
     assert (second.pruned.results, second.pruned.runs) == (4, 2)  # the first run, 2020-01-01
@@ -609,7 +610,6 @@ def test_check_prunes_but_keeps_the_newest_run_of_each_name_and_the_ledger(
 def test_the_keep_days_setting_is_the_users_own(monkeypatch):
     """Automatic pruning comes from the user's environment or `check --keep-days`, never the
     project; a bad value is a one-line error before the run, never a silent no-prune."""
-    from kandev_dq.run.records import KEEP_DAYS_VARIABLE, keep_days_setting
 
     monkeypatch.delenv(KEEP_DAYS_VARIABLE, raising=False)
     assert keep_days_setting() is None

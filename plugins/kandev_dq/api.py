@@ -58,9 +58,11 @@ def check(
     database of results and runs older than that many days when the run ends.
     """
     from kandev_dq.run import inputs
-    from kandev_dq.run.records import keep_days_setting
+    from kandev_dq.run.project import reads_live
+    from kandev_dq.run.settings import run_settings
 
-    keep_days = keep_days_setting(keep_days)  # a bad setting fails before the run
+    # A bad setting fails before the run, and before GX loads.
+    keep_days = run_settings(keep_days, live=reads_live(checkpoint))
     project = Path(project) if project is not None else None
     folder = inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
     with loading_gx():

@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.rule_index import LIVE_SUITES
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import window_text
@@ -22,19 +21,18 @@ from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import changes_since, rule_key
 from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.live_window import live_settings
-from kandev_dq.run.project import CHECKPOINTS, DATASOURCE, load_context
+from kandev_dq.run.project import DATASOURCE, load_context, reads_live
 from kandev_dq.run.records import (
     JSON_LEDGER,
     Pruned,
     Records,
-    keep_days_setting,
     records_url,
     refuse_the_store,
 )
 from kandev_dq.run.register import finish_run, record_run, run_key
 from kandev_dq.run.results import RuleResult, failing_severities, rule_result
 from kandev_dq.run.results_store import attach_records
+from kandev_dq.run.settings import run_settings
 from kandev_dq.run.versions import kandev_dq_version, server_version
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import chosen_store, open_store, resolve_url
@@ -117,9 +115,8 @@ def run_check(
     change compare the next one with).
     """
     started = time.perf_counter()
-    if any(suite in LIVE_SUITES for suite in CHECKPOINTS.get(checkpoint, ())):
-        live_settings()  # a bad setting is a one-line error before anything is opened
-    keep_days = keep_days_setting(keep_days)
+    # A bad setting is a one-line error before anything is opened.
+    keep_days = run_settings(keep_days, live=reads_live(checkpoint))
     chosen_records = records_url(project, records, allow_project_code=allow_project_code)
     refuse_the_store(chosen_records, resolve_url(chosen_store(target)))
     with Records(chosen_records) as ledger:

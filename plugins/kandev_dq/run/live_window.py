@@ -20,8 +20,6 @@ one history of live runs.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,58 +27,18 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import MalformedKey, parse_key
 from kandev_dq.contract.rule_index import LIVE_WINDOW
-from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.base import LIVE_KEY, register_metric
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.checkpoint import store_tag
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, now_text, refuse_the_store, results
+from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE, LiveSettings, live_settings
 from kandev_dq.run.write_once import records_of
 from kandev_dq.store.snapshot import pin_of
 
-OVERLAP_VARIABLE = "KANDEV_DQ_LIVE_OVERLAP_MINUTES"
-MAX_GAP_VARIABLE = "KANDEV_DQ_LIVE_MAX_GAP_HOURS"
-DEFAULT_OVERLAP_MINUTES = 5.0
-DEFAULT_MAX_GAP_HOURS = 24.0
 #: How many of a suite's newest stored results are read for this store's last watermark: runs
 #: of other stores sharing the records database come first; past them, the run reads in full.
 CANDIDATES = 200
-
-
-@dataclass(frozen=True)
-class LiveSettings:
-    overlap_minutes: float = DEFAULT_OVERLAP_MINUTES
-    max_gap_hours: float = DEFAULT_MAX_GAP_HOURS
-
-
-def live_settings(environ: dict[str, str] | None = None) -> LiveSettings:
-    """The overlap and the longest gap from the user's environment; a value that is not a
-    number in range is a one-line error naming the variable."""
-    environ = os.environ if environ is None else environ
-    return LiveSettings(
-        overlap_minutes=_setting(environ, OVERLAP_VARIABLE, DEFAULT_OVERLAP_MINUTES, "minutes"),
-        max_gap_hours=_setting(environ, MAX_GAP_VARIABLE, DEFAULT_MAX_GAP_HOURS, "hours"),
-    )
-
-
-#: Each setting's range: the overlap may be 0, the longest gap may not (every run would be full).
-_RANGES = {OVERLAP_VARIABLE: (0.0, True, 24 * 60.0), MAX_GAP_VARIABLE: (0.0, False, 24 * 366.0)}
-
-
-def _setting(environ, name: str, default: float, unit: str) -> float:
-    raw = environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    low, low_allowed, high = _RANGES[name]
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not (low < value <= high or (low_allowed and value == low)):
-        shown = raw.strip()[:40].encode("ascii", "backslashreplace").decode()
-        lowest = f"{low:g}" if low_allowed else f"more than {low:g}"
-        raise KandevDqError(f"{name}={shown!r} is not a number of {unit} from {lowest} to {high:g}")
-    return value
 
 
 def last_watermark(records: Records, suite: str, identity: str) -> str | None:

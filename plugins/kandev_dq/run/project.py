@@ -116,6 +116,11 @@ CHECKPOINTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def reads_live(checkpoint: str) -> bool:
+    """Whether ``checkpoint`` runs a live suite (which reads the live window's settings)."""
+    return any(suite in LIVE_SUITES for suite in CHECKPOINTS.get(checkpoint, ()))
+
+
 def default_project() -> Path:
     """The current directory when it is a project, else the source checkout kandev-dq runs from.
 

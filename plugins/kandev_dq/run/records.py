@@ -30,7 +30,6 @@ import itertools
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -743,29 +742,6 @@ def _kept_runs(conn: sa.Connection) -> list[tuple[str, str]]:
     ).all()
     running = [(name, key) for name, key in unfinished if key > newest.get(name, "")]
     return [*newest.items(), *running]
-
-
-#: The environment variable that prunes the records database at the end of every check run.
-KEEP_DAYS_VARIABLE = "KANDEV_DQ_RECORDS_KEEP_DAYS"
-
-
-def keep_days_setting(given: int | None = None) -> int | None:
-    """How many days of results and runs a check keeps when it ends: ``given`` (``check
-    --keep-days``), else ``$KANDEV_DQ_RECORDS_KEEP_DAYS``, else None (no automatic pruning).
-    The user's own setting only: a project folder (maybe someone else's checkout) cannot
-    make a check delete the user's records."""
-    if given is not None:
-        if given < 0:
-            raise KandevDqError(f"--keep-days must be 0 or more, not {given}")
-        return given
-    raw = os.environ.get(KEEP_DAYS_VARIABLE, "").strip()
-    if not raw:
-        return None
-    if not re.fullmatch(r"[0-9]+", raw):
-        raise KandevDqError(
-            f"{KEEP_DAYS_VARIABLE} must be a whole number of days (0 or more), not {raw[:40]!r}"
-        )
-    return int(raw)
 
 
 def _create_missing_indexes(conn: sa.Connection) -> None:
