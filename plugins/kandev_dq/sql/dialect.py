@@ -277,9 +277,11 @@ def _compare_sqlite(element, compiler, **kw):
     param = compiler.process(element.param, **kw)
     exact = compiler.process(utc_instant(element.column), **kw)
     if element.operator == ">=":
-        # The key's date is a lower bound valid for every stored shape, so the raw column
-        # can use its index before the exact comparison decides (AC-24e, index-friendly).
-        return f"({col} >= substr({param}, 1, 10) AND {exact} >= {param})"
+        # The key's whole second with a space separator is a lower bound valid for every
+        # recognised stored shape (' ' sorts before 'T'), so the raw column can use its index
+        # up to the second before the exact comparison decides (AC-24e): a live window of
+        # minutes reads minutes of an index, not the key's whole day.
+        return f"({col} >= substr({param}, 1, 19) AND {exact} >= {param})"
     # The exact reading starts with the value's first ten characters, so it can only be
     # earlier than the key when they are not later than the key's date: a cheap test first.
     return (
