@@ -78,22 +78,21 @@ def _check(store: Copy, project: Path) -> measure.ProcessRun:
 
 
 @contextmanager
-def _store_statements(store: Copy) -> Iterator[list[tuple[str, Any, float]]]:
-    """Every statement sent to ``store`` while the block runs: (SQL, parameters, seconds).
-    Statements to the records database and to other databases are left out."""
+def _store_statements() -> Iterator[list[tuple[str, Any, float]]]:
+    """Every statement sent to the store while the block runs: (SQL, parameters, seconds).
+    The records database's statements (its tables are all ``kandev_dq_*``) are left out; a
+    store opened through a connect function may carry no database name in its URL."""
     timed: list[tuple[str, Any, float]] = []
-    wanted = store.url.database or ""
 
-    def ours(conn) -> bool:
-        database = conn.engine.url.database or ""
-        return database == wanted or (store.dialect == "sqlite" and wanted in database)
+    def ours(statement: str) -> bool:
+        return "kandev_dq_" not in statement
 
     def before(conn, cursor, statement, parameters, context, executemany) -> None:
         conn.info["kandev_bench_started"] = time.perf_counter()
 
     def after(conn, cursor, statement, parameters, context, executemany) -> None:
         started = conn.info.pop("kandev_bench_started", None)
-        if started is not None and ours(conn):
+        if started is not None and ours(statement):
             timed.append((statement, parameters, time.perf_counter() - started))
 
     sa.event.listen(sa.engine.Engine, "before_cursor_execute", before)
@@ -109,7 +108,7 @@ def _sql_in_process(store: Copy, project: Path) -> tuple[float, list[tuple[str, 
     """One ``live`` run in process: the seconds its statements to the store took, and them."""
     from kandev_dq.run.check import run_check
 
-    with _store_statements(store) as timed:
+    with _store_statements() as timed:
         report = run_check(project, store.target, "live", records=_records(project))
     if report.checkpoint != "live":
         raise RuntimeError("the run did not report the live checkpoint")
