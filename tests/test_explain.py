@@ -182,11 +182,11 @@ def test_explain_judges_write_once_against_the_records_ledger_as_check_does(targ
     "rule", ["expect_no_orphan_subagent_rows", "expect_backfill_metrics_to_match_message"]
 )
 def test_without_a_store_explain_describes_the_rule_without_gx(rule, tmp_path):
-    """No --store, no $KANDEV_STORE_URL, no default store: the rule's AC ids, severity and
-    suite (the rule index), what each AC says (the catalogue) and what it reads, before GX
-    loads; the store is needed only for the query and --run."""
+    """No --store, no $KANDEV_STORE_URL, no default store: the rule's AC ids, severity, suite
+    and sentence (the rule index, the class's own), what each AC says (the catalogue) and what
+    it reads, before GX loads; the store is needed only for the query and --run."""
     from kandev_dq.contract.catalogue import BY_ID
-    from kandev_dq.contract.rule_index import RULE_INDEX, SUITE_TABLES
+    from kandev_dq.contract.rule_index import RULE_INDEX, RULE_SENTENCES, SUITE_TABLES
     from tests.test_cli_inputs import kandev_dq_probed
 
     done = kandev_dq_probed("explain", rule, cwd=tmp_path)
@@ -198,7 +198,8 @@ def test_without_a_store_explain_describes_the_rule_without_gx(rule, tmp_path):
     suites = ", ".join(r.suite for r in listed)
     lines = done.stdout.splitlines()
     assert lines[0] == f"{rule} [{', '.join(indexed.rules)}] {indexed.severity}, suite {suites}"
-    assert lines[1:-1] == [f"{ac}: {BY_ID[ac].summary}" for ac in indexed.rules]
+    assert lines[1] == RULE_SENTENCES[rule] == type(rules()[rule].expectation).rule_text
+    assert lines[2:-1] == [f"{ac}: {BY_ID[ac].summary}" for ac in indexed.rules]
     assert type(rules()[rule].expectation).rules == indexed.rules  # the class cites the same
     assert lines[-1].startswith(f"reads {', '.join(SUITE_TABLES[indexed.suite])};")
     assert "--store" in lines[-1]

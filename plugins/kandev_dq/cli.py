@@ -543,15 +543,16 @@ def _verdict_word(found) -> str:
 
 
 def _describe_rule(expectation: str) -> None:
-    """A rule without a store: its AC ids, severity and suites (the rule index), what each AC
-    it encodes says (the catalogue) and what it reads; GX is not loaded."""
+    """A rule without a store: its AC ids, severity, suites and sentence (the rule index), what
+    each AC it encodes says (the catalogue) and what it reads; GX is not loaded."""
     from kandev_dq.contract.catalogue import BY_ID
-    from kandev_dq.contract.rule_index import RULE_INDEX, SUITE_TABLES
+    from kandev_dq.contract.rule_index import RULE_INDEX, RULE_SENTENCES, SUITE_TABLES
 
     indexed = [r for r in RULE_INDEX if r.expectation == expectation]  # vetted: never empty
     first = indexed[0]
     suites = ", ".join(r.suite for r in indexed)
     say(f"{expectation} [{', '.join(first.rules)}] {first.severity}, suite {suites}")
+    say(RULE_SENTENCES[expectation])
     for ac in first.rules:
         say(f"{ac}: {BY_ID[ac].summary}")
     tables = ", ".join(SUITE_TABLES.get(first.suite, ()))

@@ -293,3 +293,167 @@ SUITE_TABLES: dict[str, tuple[str, ...]] = {
     "live_rows": ("task_session_subagents", "task_sessions"),
     "live_writer_health": ("task_session_messages", "task_session_subagents", "kandev_meta"),
 }
+
+
+#: Each rule's one sentence: what it checks, as ``rules``, ``explain``, the data docs and the
+#: expectation class (:class:`kandev_dq.expectations.base.KandevExpectation` takes it from here)
+#: say it, read without GX.
+RULE_SENTENCES: dict[str, str] = {
+    "expect_activation_keys_to_be_well_formed": (
+        "Present keys are RFC3339 instants (backfill_through may be '')"
+    ),
+    "expect_activation_keys_to_be_paired": (
+        "capture_since and backfill_through are both present or both absent"
+    ),
+    "expect_activation_state_to_be_in_set": (
+        "The store's activation state (AC-24c) is an accepted one"
+    ),
+    "expect_execution_since_only_on_amended_schema": (
+        "execution_since is written only over the amended schema"
+    ),
+    "expect_execution_since_not_pending_self_heal": (
+        "execution_since is present whenever the amended schema holds"
+    ),
+    "expect_activation_keys_to_be_write_once": (
+        "Activation keys are write-once: never rewritten, never deleted"
+    ),
+    "expect_write_once_baseline_to_predate_this_run": "The write-once baseline predates this run",
+    "expect_backfill_through_not_after_capture_since": (
+        "backfill_through is not later than capture_since"
+    ),
+    "expect_backfill_through_to_cover_qualifying_messages": (
+        "Every qualifying message up to backfill_through has a row"
+    ),
+    "expect_no_backfill_rows_after_capture_since": (
+        "No backfill row is observed at or after capture_since"
+    ),
+    "expect_no_backfill_rows_after_backfill_through": (
+        "backfill_through is not earlier than the newest backfill row"
+    ),
+    "expect_no_backfill_rows_under_sentinel": (
+        "No backfill rows exist when backfill_through is the '' sentinel"
+    ),
+    "expect_no_backfill_rows_inside_sentinel_window": (
+        "No backfill rows inside the backfill window under the sentinel"
+    ),
+    "expect_new_keys_to_carry_subsecond_precision": (
+        "Keys written by the amended build carry sub-second precision"
+    ),
+    "expect_legacy_keys_to_be_disclosed": (
+        "Legacy second-precision keys are disclosed, never rewritten"
+    ),
+    "expect_population_to_be_disclosed": (
+        "The backfill/live and execution-identity split is disclosed"
+    ),
+    "expect_backfill_reconciliation_not_vacuous": (
+        "The backfill reconciliation has backfill rows to compare"
+    ),
+    "expect_backfill_identity_to_match_message": (
+        "Backfill rows carry their message's task and the 'unknown' id"
+    ),
+    "expect_backfill_turn_id_to_match_message": (
+        "Backfill turn_id is the message's turn_id column ('' as NULL)"
+    ),
+    "expect_backfill_statuses_to_match_message": (
+        "Backfill tool_status/agent_status come from the right fields"
+    ),
+    "expect_backfill_metrics_to_match_message": (
+        "Backfill metrics follow the message and the §2 zero/NULL rules"
+    ),
+    "expect_backfill_text_to_match_message": (
+        "Backfill text fields and is_async follow the message ('' as NULL)"
+    ),
+    "expect_backfill_observed_at_to_be_message_created_at": (
+        "Backfill observed_at equals the message's created_at exactly"
+    ),
+    "expect_backfill_settled_at_to_follow_tool_status": (
+        "Backfill settled_at is the message's updated_at iff terminal"
+    ),
+    "expect_backfill_rows_from_winning_message": (
+        "Backfill rows come from the AC-21b winning message"
+    ),
+    "expect_no_backfill_rows_without_qualifying_message": (
+        "No backfill row without a qualifying message"
+    ),
+    "expect_no_backfill_rows_relabelled_live": "No backfill row relabelled source='live'",
+    "expect_subagent_rows_to_have_identity": (
+        "Every row has a non-empty session id, task id and tool_call_id"
+    ),
+    "expect_subagent_key_to_be_unique": (
+        "One row per (task_session_id, agent_execution_id, tool_call_id)"
+    ),
+    "expect_agent_execution_id_to_be_present": "agent_execution_id is never NULL or ''",
+    "expect_agent_execution_id_to_be_uuid_or_unknown": (
+        "agent_execution_id is a UUID or the sentinel 'unknown'"
+    ),
+    "expect_subagent_source_to_be_live_or_backfill": "source is 'live' or 'backfill'",
+    "expect_backfill_rows_to_carry_unknown_execution": (
+        "Backfill rows carry agent_execution_id 'unknown'"
+    ),
+    "expect_no_empty_strings_in_nullable_text": (
+        "No '' in any nullable TEXT column ('' is stored as NULL)"
+    ),
+    "expect_no_negative_metrics": "No metric is negative",
+    "expect_no_zero_tokens_or_duration": "total_tokens and duration_ms never hold 0",
+    "expect_async_launched_rows_to_have_no_metrics": (
+        "async_launched rows have all three metrics NULL"
+    ),
+    "expect_settled_at_iff_terminal_tool_status": "settled_at is set iff tool_status is terminal",
+    "expect_tool_status_in_acp_vocabulary": "tool_status is in the closed ACP vocabulary",
+    "expect_observed_at_not_after_updated_or_settled": (
+        "observed_at is not later than updated_at or settled_at"
+    ),
+    "expect_no_orphan_subagent_rows": "No subagent row outlives its task session",
+    "expect_is_async_to_be_zero_or_one": "is_async is 0 or 1",
+    "expect_subagent_rows_when_qualifying_messages_exist": (
+        "Subagent rows exist when qualifying subagent messages exist"
+    ),
+    "expect_completed_rows_to_report_metrics": "Completed subagent rows report metrics",
+    "expect_timestamps_in_recognised_utc_form": (
+        "Every compared timestamp is stored in a recognised UTC text form"
+    ),
+    "expect_timestamps_to_be_within_range": (
+        "Every compared timestamp lies between 0001-01-02 and now + 1 day"
+    ),
+    "expect_subagents_table_to_exist": "task_session_subagents exists",
+    "expect_execution_column_to_be_not_null": (
+        "agent_execution_id is present and NOT NULL (AC-33 clause 1)"
+    ),
+    "expect_three_column_unique_key": (
+        "UNIQUE(task_session_id, agent_execution_id, tool_call_id) exists (AC-33 clause 2)"
+    ),
+    "expect_no_two_column_unique_key": (
+        "No two-column UNIQUE(task_session_id, tool_call_id) remains"
+    ),
+    "expect_secondary_indexes_as_fresh_store": (
+        "The three secondary indexes are as a fresh store has them"
+    ),
+    "expect_no_partial_subagents_upgrade": (
+        "No half-applied upgrade: no partial table, no rebuild table left"
+    ),
+    "expect_session_foreign_key_to_cascade": (
+        "task_session_id references task_sessions(id) ON DELETE CASCADE"
+    ),
+    "expect_no_foreign_key_on_turn_or_execution": "No foreign key on turn_id or agent_execution_id",
+    "expect_no_writer_shortfall_since_capture_since": (
+        "Every qualifying subagent message since capture_since has a subagent row (shortfall 0)"
+    ),
+    "expect_writer_to_have_written_since_capture_since": (
+        "The writer has observed a subagent since capture_since when qualifying messages exist"
+    ),
+    "expect_subagent_activity_since_capture_since": (
+        "Some subagent activity has been observed since capture_since"
+    ),
+    "expect_no_writer_excess_since_capture_since": (
+        "Every subagent row since capture_since has a subagent message"
+    ),
+    "expect_no_cross_execution_collisions_since_capture_since": (
+        "Cross-execution collisions since capture_since are disclosed"
+    ),
+    "expect_message_metadata_to_be_json": (
+        "Every message's metadata is JSON (or NULL, '' or 'null')"
+    ),
+    "expect_message_metadata_member_names_to_be_unique": (
+        "No message's metadata repeats a member name the rules read"
+    ),
+}

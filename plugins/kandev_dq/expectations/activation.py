@@ -81,7 +81,6 @@ class ExpectActivationKeysToBeWriteOnce(_LedgerExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24",)
-    rule_text: ClassVar[str] = "Activation keys are write-once: never rewritten, never deleted"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         ledger = self.ledger(facts)
@@ -132,7 +131,6 @@ class ExpectWriteOnceBaselineToPredateThisRun(_LedgerExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-24",)
-    rule_text: ClassVar[str] = "The write-once baseline predates this run"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         baseline = self.ledger(facts).get("baseline")
@@ -169,7 +167,6 @@ class ExpectBackfillThroughNotAfterCaptureSince(_ActivationExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24d")
-    rule_text: ClassVar[str] = "backfill_through is not later than capture_since"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         through = facts["described"][BACKFILL_THROUGH]
@@ -202,7 +199,6 @@ class ExpectActivationKeysToBePaired(_ActivationExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24d", "AC-24a")
-    rule_text: ClassVar[str] = "capture_since and backfill_through are both present or both absent"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         present = {k: facts["keys"][k] is not None for k in (CAPTURE_SINCE, BACKFILL_THROUGH)}
@@ -233,7 +229,6 @@ class ExpectActivationStateToBeInSet(_ActivationExpectation):
     accepted_states: list[str]
     success_keys: ClassVar[tuple[str, ...]] = ("accepted_states",)
     rules: ClassVar[tuple[str, ...]] = ("AC-24c", "AC-24b")
-    rule_text: ClassVar[str] = "The store's activation state (AC-24c) is an accepted one"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         unknown = set(self.accepted_states) - set(STATES)
@@ -270,7 +265,6 @@ class ExpectExecutionSinceOnlyOnAmendedSchema(_ActivationExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-33b", "AC-33a", "AC-24c")
-    rule_text: ClassVar[str] = "execution_since is written only over the amended schema"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         present = facts["keys"][EXECUTION_SINCE] is not None
@@ -299,7 +293,6 @@ class ExpectExecutionSinceNotPendingSelfHeal(_ActivationExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-33b",)
-    rule_text: ClassVar[str] = "execution_since is present whenever the amended schema holds"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["amended"] and facts["keys"][EXECUTION_SINCE] is None:
@@ -320,7 +313,6 @@ class ExpectActivationKeysToBeWellFormed(_ActivationExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24e", "AC-24f", "AC-24")
-    rule_text: ClassVar[str] = "Present keys are RFC3339 instants (backfill_through may be '')"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         bad = [
@@ -375,7 +367,6 @@ class ExpectNewKeysToCarrySubsecondPrecision(_ActivationExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
-    rule_text: ClassVar[str] = "Keys written by the amended build carry sub-second precision"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         amended, _ = _second_precision_keys(facts)
@@ -402,7 +393,6 @@ class ExpectLegacyKeysToBeDisclosed(_ActivationExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
-    rule_text: ClassVar[str] = "Legacy second-precision keys are disclosed, never rewritten"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         _, legacy = _second_precision_keys(facts)
@@ -425,7 +415,6 @@ class ExpectBackfillThroughToCoverQualifyingMessages(_ActivationExpectation):
     (AC-24 point 1, AC-24d's MAX-before-INSERT rule), compared exactly (AC-24e)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24d", "AC-24e", "AC-21")
-    rule_text: ClassVar[str] = "Every qualifying message up to backfill_through has a row"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         return counted(
@@ -443,7 +432,6 @@ class ExpectNoBackfillRowsAfterCaptureSince(_ActivationExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e", "AC-25")
-    rule_text: ClassVar[str] = "No backfill row is observed at or after capture_since"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         return counted(
@@ -459,7 +447,6 @@ class ExpectNoBackfillRowsAfterBackfillThrough(_ActivationExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-24", "AC-24e")
-    rule_text: ClassVar[str] = "backfill_through is not earlier than the newest backfill row"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         return counted(
@@ -479,7 +466,6 @@ class ExpectNoBackfillRowsUnderSentinel(_SentinelExpectation):
     that (AC-24 point 1). Rows just before capture_since are judged by the next rule."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-24f", "AC-24")
-    rule_text: ClassVar[str] = "No backfill rows exist when backfill_through is the '' sentinel"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["sentinel"]:
@@ -502,7 +488,6 @@ class ExpectNoBackfillRowsInsideSentinelWindow(_SentinelExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-24f", "AC-24d")
-    rule_text: ClassVar[str] = "No backfill rows inside the backfill window under the sentinel"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["sentinel"]:
@@ -528,7 +513,6 @@ class ExpectPopulationToBeDisclosed(KandevExpectation):
     facts: ClassVar[str] = DISCLOSURE
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-25", "AC-32")
-    rule_text: ClassVar[str] = "The backfill/live and execution-identity split is disclosed"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         population = facts["population"]

@@ -62,7 +62,6 @@ class ExpectBackfillReconciliationNotVacuous(_BackfillExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-21", "AC-25")
-    rule_text: ClassVar[str] = "The backfill reconciliation has backfill rows to compare"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if not facts["evaluable"]:
@@ -114,7 +113,6 @@ class ExpectBackfillIdentityToMatchMessage(_BackfillExpectation):
     sentinel (AC-21, AC-31)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-21", "AC-31")
-    rule_text: ClassVar[str] = "Backfill rows carry their message's task and the 'unknown' id"
     family: ClassVar[str] = "identity"
     noun: ClassVar[str] = "backfill row(s) whose task or execution id is not the message's"
     fix: ClassVar[str] = "the backfill mapped the identity columns wrongly"
@@ -126,7 +124,6 @@ class ExpectBackfillTurnIdToMatchMessage(_BackfillExpectation):
     by a later live write."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-2a", "AC-21")
-    rule_text: ClassVar[str] = "Backfill turn_id is the message's turn_id column ('' as NULL)"
     family: ClassVar[str] = "turn_id"
     noun: ClassVar[str] = "backfill row(s) whose turn_id is not the message's"
     fix: ClassVar[str] = "turn_id must come from the message's column, '' as NULL"
@@ -137,7 +134,6 @@ class ExpectBackfillStatusesToMatchMessage(_BackfillExpectation):
     ``normalized.subagent_task.status``, never swapped (AC-10, AC-12)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-10", "AC-12", "AC-21")
-    rule_text: ClassVar[str] = "Backfill tool_status/agent_status come from the right fields"
     family: ClassVar[str] = "statuses"
     noun: ClassVar[str] = "backfill row(s) whose tool_status or agent_status is not the message's"
     fix: ClassVar[str] = "tool_status is top-level metadata.status, agent_status the nested one"
@@ -149,7 +145,6 @@ class ExpectBackfillMetricsToMatchMessage(_BackfillExpectation):
     an async_launched row."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-7", "AC-7a", "AC-8", "AC-9")
-    rule_text: ClassVar[str] = "Backfill metrics follow the message and the §2 zero/NULL rules"
     family: ClassVar[str] = "metrics"
     noun: ClassVar[str] = "backfill row(s) whose metrics differ from the mapped message"
     fix: ClassVar[str] = "apply the NULL/zero/negative rules of CONTRACT §2"
@@ -160,7 +155,6 @@ class ExpectBackfillTextToMatchMessage(_BackfillExpectation):
     is_async are the message's, with ``''`` stored as NULL (AC-21, AC-23b)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-21", "AC-23b")
-    rule_text: ClassVar[str] = "Backfill text fields and is_async follow the message ('' as NULL)"
     family: ClassVar[str] = "text"
     noun: ClassVar[str] = "backfill row(s) whose text fields or is_async differ from the message"
     fix: ClassVar[str] = "copy the same-named fields, '' as NULL"
@@ -170,7 +164,6 @@ class ExpectBackfillObservedAtToBeMessageCreatedAt(_BackfillExpectation):
     """``observed_at`` is the message's ``created_at``, the exact microsecond (AC-1a, AC-24e)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-1a", "AC-24e")
-    rule_text: ClassVar[str] = "Backfill observed_at equals the message's created_at exactly"
     family: ClassVar[str] = "observed_at"
     noun: ClassVar[str] = "backfill row(s) whose observed_at is not the message's created_at"
     fix: ClassVar[str] = "observed_at is write-once and comes from created_at"
@@ -181,7 +174,6 @@ class ExpectBackfillSettledAtToFollowToolStatus(_BackfillExpectation):
     NULL (AC-23a, AC-11); ``updated_at`` is the message's ``updated_at``."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-23a", "AC-11")
-    rule_text: ClassVar[str] = "Backfill settled_at is the message's updated_at iff terminal"
     family: ClassVar[str] = "settled_at"
     noun: ClassVar[str] = "backfill row(s) whose settled_at or updated_at is not the mapped one"
     fix: ClassVar[str] = "settled_at = message updated_at only for a terminal tool_status"
@@ -193,7 +185,6 @@ class ExpectBackfillRowsFromWinningMessage(_BackfillExpectation):
     or created_at is the fault."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-21b",)
-    rule_text: ClassVar[str] = "Backfill rows come from the AC-21b winning message"
     family: ClassVar[str] = "winner"
     noun: ClassVar[str] = "backfill row(s) carrying a losing message's values"
     fix: ClassVar[str] = "newest created_at, then greatest id, supplies the row"
@@ -204,7 +195,6 @@ class ExpectNoBackfillRowsWithoutQualifyingMessage(_BackfillExpectation):
     session id, task id and tool_call_id (AC-21a: the others are skipped)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-21a", "AC-21")
-    rule_text: ClassVar[str] = "No backfill row without a qualifying message"
     family: ClassVar[str] = "orphan"
     noun: ClassVar[str] = "backfill row(s) whose key has no qualifying message"
     fix: ClassVar[str] = "messages lacking an identity must be skipped"
@@ -221,7 +211,6 @@ class ExpectNoBackfillRowsRelabelledLive(_BackfillExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-1",)
-    rule_text: ClassVar[str] = "No backfill row relabelled source='live'"
     family: ClassVar[str] = "relabelled"
     noun: ClassVar[str] = "live row(s) that look like relabelled backfill rows"
     fix: ClassVar[str] = "source is write-once: a live frame never turns 'backfill' into 'live'"

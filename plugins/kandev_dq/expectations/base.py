@@ -28,9 +28,10 @@ from great_expectations.render import (
     RenderedTableContent,
 )
 from great_expectations.render.renderer.renderer import renderer
+from great_expectations.util import camel_to_snake
 from great_expectations.validator.metric_configuration import MetricConfiguration
 
-from kandev_dq.contract.rule_index import LIVE_WINDOW, severity_word
+from kandev_dq.contract.rule_index import LIVE_WINDOW, RULE_SENTENCES, severity_word
 from kandev_dq.errors import exception_message
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
@@ -196,7 +197,9 @@ def bounded_sample(sample: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
 
 
 class KandevExpectation(BatchExpectation):
-    """Base of every kandev-dq expectation; subclasses set ``rules``, ``rule_text``, ``facts``."""
+    """Base of every kandev-dq expectation; subclasses set ``rules`` and ``facts``, and take
+    their one sentence (``rule_text``) from the rule index's :data:`RULE_SENTENCES`, which
+    ``explain`` and the data docs read without GX."""
 
     rules: ClassVar[tuple[str, ...]] = ()
     rule_text: ClassVar[str] = ""
@@ -214,6 +217,7 @@ class KandevExpectation(BatchExpectation):
         super().__init_subclass__(**kwargs)
         if cls.facts:
             cls.metric_dependencies = (cls.facts, *cls.judged_metrics)
+        cls.rule_text = RULE_SENTENCES.get(camel_to_snake(cls.__name__), "")
 
     @classmethod
     def at_default_severity(cls, **kwargs: Any) -> KandevExpectation:

@@ -67,9 +67,6 @@ class ExpectNoWriterShortfallSinceCaptureSince(_HealthExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-26", "AC-27", "AC-28", "AC-28a", "AC-28b", "AC-23b")
-    rule_text: ClassVar[str] = (
-        "Every qualifying subagent message since capture_since has a subagent row (shortfall 0)"
-    )
 
     def listing(self, facts: dict[str, Any]):
         return facts.get("shortfall", {}).get("listing")
@@ -129,7 +126,6 @@ class ExpectNoWriterExcessSinceCaptureSince(_HealthExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-27", "AC-26", "AC-28")
-    rule_text: ClassVar[str] = "Every subagent row since capture_since has a subagent message"
 
     needs_rows: ClassVar[bool] = True
 
@@ -166,7 +162,6 @@ class ExpectNoCrossExecutionCollisionsSinceCaptureSince(_HealthExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-27", "AC-32")
-    rule_text: ClassVar[str] = "Cross-execution collisions since capture_since are disclosed"
 
     needs_rows: ClassVar[bool] = True
 
@@ -205,9 +200,6 @@ class ExpectWriterToHaveWrittenSinceCaptureSince(_HealthExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-29", "AC-26", "AC-28")
-    rule_text: ClassVar[str] = (
-        "The writer has observed a subagent since capture_since when qualifying messages exist"
-    )
 
     def listing(self, facts: dict[str, Any]):
         return facts.get("qualifying_listing")
@@ -247,7 +239,6 @@ class ExpectSubagentActivitySinceCaptureSince(_HealthExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-29", "AC-26")
-    rule_text: ClassVar[str] = "Some subagent activity has been observed since capture_since"
 
     def judge_compared(self, facts: dict[str, Any]) -> Finding:
         latest = facts["latest_observed_at"]

@@ -78,7 +78,6 @@ class ExpectSubagentRowsToHaveIdentity(_RowExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-2",)
-    rule_text: ClassVar[str] = "Every row has a non-empty session id, task id and tool_call_id"
     rule: ClassVar[str] = "identity"
     noun: ClassVar[str] = "row(s) with an empty session id, task id or tool_call_id"
     fix: ClassVar[str] = "the writer must skip a frame without its identity (AC-2)"
@@ -93,7 +92,6 @@ class ExpectSubagentKeyToBeUnique(_RowExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-3", "AC-14", "AC-32")
-    rule_text: ClassVar[str] = "One row per (task_session_id, agent_execution_id, tool_call_id)"
     rule: ClassVar[str] = "duplicate_rows"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
@@ -129,7 +127,6 @@ class ExpectAgentExecutionIdToBePresent(_RowExpectation):
     execution id is stored with the sentinel ``'unknown'``."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-30",)
-    rule_text: ClassVar[str] = "agent_execution_id is never NULL or ''"
     rule: ClassVar[str] = "execution_missing"
     needs_execution_column: ClassVar[bool] = True
     noun: ClassVar[str] = "row(s) with a NULL or '' agent_execution_id"
@@ -141,7 +138,6 @@ class ExpectAgentExecutionIdToBeUuidOrUnknown(_RowExpectation):
     sentinel ``'unknown'`` (AC-31); anything else cannot be a real execution id."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-31",)
-    rule_text: ClassVar[str] = "agent_execution_id is a UUID or the sentinel 'unknown'"
     rule: ClassVar[str] = "execution_form"
     needs_execution_column: ClassVar[bool] = True
     noun: ClassVar[str] = "row(s) whose agent_execution_id is neither a UUID nor 'unknown'"
@@ -152,7 +148,6 @@ class ExpectSubagentSourceToBeLiveOrBackfill(_RowExpectation):
     """``source`` is ``'live'`` or ``'backfill'`` (AC-1): the write-once origin of a row."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-1",)
-    rule_text: ClassVar[str] = "source is 'live' or 'backfill'"
     rule: ClassVar[str] = "source"
     noun: ClassVar[str] = "row(s) whose source is neither 'live' nor 'backfill'"
     fix: ClassVar[str] = "source is a closed two-value column"
@@ -163,7 +158,6 @@ class ExpectBackfillRowsToCarryUnknownExecution(_RowExpectation):
     no execution id, so a backfill row claiming one invents it."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-31", "AC-25")
-    rule_text: ClassVar[str] = "Backfill rows carry agent_execution_id 'unknown'"
     rule: ClassVar[str] = "backfill_not_unknown"
     needs_execution_column: ClassVar[bool] = True
     noun: ClassVar[str] = "backfill row(s) with an execution id other than 'unknown'"
@@ -178,7 +172,6 @@ class ExpectNoEmptyStringsInNullableText(_RowExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("§2-empty-text",)
-    rule_text: ClassVar[str] = "No '' in any nullable TEXT column ('' is stored as NULL)"
     rule: ClassVar[str] = "empty_text"
     noun: ClassVar[str] = "row(s) with '' in a nullable TEXT column"
     fix: ClassVar[str] = "the writer must store '' as NULL"
@@ -196,7 +189,6 @@ class ExpectNoNegativeMetrics(_RowExpectation):
     """No total_tokens, tool_use_count or duration_ms is negative (AC-9)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-9",)
-    rule_text: ClassVar[str] = "No metric is negative"
     rule: ClassVar[str] = "negative_metric"
     noun: ClassVar[str] = "row(s) with a negative metric"
     fix: ClassVar[str] = "a negative report is stored as NULL (AC-9)"
@@ -207,7 +199,6 @@ class ExpectNoZeroTokensOrDuration(_RowExpectation):
     tool_use_count keeps a reported 0 (AC-8) and is not judged here."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-7a", "AC-8")
-    rule_text: ClassVar[str] = "total_tokens and duration_ms never hold 0"
     rule: ClassVar[str] = "zero_metric"
     noun: ClassVar[str] = "row(s) with 0 in total_tokens or duration_ms"
     fix: ClassVar[str] = "a reported 0 is stored as NULL in those two columns (AC-7a)"
@@ -222,7 +213,6 @@ class ExpectAsyncLaunchedRowsToHaveNoMetrics(_RowExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("AC-7",)
-    rule_text: ClassVar[str] = "async_launched rows have all three metrics NULL"
     rule: ClassVar[str] = "async_launched_metrics"
     noun: ClassVar[str] = "async_launched row(s) with a metric"
     fix: ClassVar[str] = "an unreported metric is NULL, never 0 (AC-7)"
@@ -233,7 +223,6 @@ class ExpectSettledAtIffTerminalToolStatus(_RowExpectation):
     AC-10, AC-23a). Terminality never comes from agent_status."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-11", "AC-10", "AC-23a")
-    rule_text: ClassVar[str] = "settled_at is set iff tool_status is terminal"
     rule: ClassVar[str] = "settled_terminal"
     noun: ClassVar[str] = "row(s) whose settled_at disagrees with tool_status terminality"
     fix: ClassVar[str] = "settle on the first terminal tool_status only (AC-11)"
@@ -245,7 +234,6 @@ class ExpectToolStatusInAcpVocabulary(_RowExpectation):
     ``async_launched`` there means the two statuses were conflated."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-12", "AC-10")
-    rule_text: ClassVar[str] = "tool_status is in the closed ACP vocabulary"
     rule: ClassVar[str] = "tool_status_vocabulary"
     noun: ClassVar[str] = "row(s) with a tool_status outside the ACP vocabulary"
     fix: ClassVar[str] = f"allowed: {', '.join(TOOL_STATUSES)}"
@@ -275,7 +263,6 @@ class ExpectObservedAtNotAfterUpdatedOrSettled(_RowExpectation):
     ``§2-timestamps``); it also cites AC-1a: observed_at is the first, write-once observation."""
 
     rules: ClassVar[tuple[str, ...]] = ("§2-timestamps", "AC-1a")
-    rule_text: ClassVar[str] = "observed_at is not later than updated_at or settled_at"
     rule: ClassVar[str] = "timestamp_order"
     noun: ClassVar[str] = "row(s) observed after their updated_at or settled_at"
     # A whole-second updated_at/settled_at (SQLite's CURRENT_TIMESTAMP, upstream's turn-end
@@ -292,7 +279,6 @@ class ExpectNoOrphanSubagentRows(_RowExpectation):
     session cascades to its subagent rows."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-16",)
-    rule_text: ClassVar[str] = "No subagent row outlives its task session"
     rule: ClassVar[str] = "orphans"
     noun: ClassVar[str] = "orphan row(s) whose task session does not exist"
     fix: ClassVar[str] = "the ON DELETE CASCADE foreign key is missing or disabled"
@@ -305,7 +291,6 @@ class ExpectIsAsyncToBeZeroOrOne(_RowExpectation):
     """
 
     rules: ClassVar[tuple[str, ...]] = ("§1-is-async",)
-    rule_text: ClassVar[str] = "is_async is 0 or 1"
     rule: ClassVar[str] = "is_async"
     noun: ClassVar[str] = "row(s) whose is_async is neither 0 nor 1"
     fix: ClassVar[str] = "is_async is a 0/1 flag"
@@ -321,7 +306,6 @@ class ExpectSubagentRowsWhenQualifyingMessagesExist(_RowExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     rules: ClassVar[tuple[str, ...]] = ("AC-21", "AC-26")
-    rule_text: ClassVar[str] = "Subagent rows exist when qualifying subagent messages exist"
 
     def listing(self, facts: dict[str, Any]):
         return facts.get("qualifying_listing")
@@ -361,7 +345,6 @@ class ExpectCompletedRowsToReportMetrics(_RowExpectation):
 
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.INFO
     rules: ClassVar[tuple[str, ...]] = ("AC-7", "AC-8")
-    rule_text: ClassVar[str] = "Completed subagent rows report metrics"
     rule: ClassVar[str] = "completed_without_metrics"
 
     def judge(self, facts: dict[str, Any]) -> Finding:

@@ -39,7 +39,6 @@ class ExpectSubagentsTableToExist(KandevExpectation):
 
     facts: ClassVar[str] = SCHEMA
     rules: ClassVar[tuple[str, ...]] = ("AC-17",)
-    rule_text: ClassVar[str] = "task_session_subagents exists"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         if facts["table_exists"]:
@@ -61,7 +60,6 @@ class ExpectExecutionColumnToBeNotNull(_SchemaExpectation):
     execution identity (AC-30)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-30")
-    rule_text: ClassVar[str] = "agent_execution_id is present and NOT NULL (AC-33 clause 1)"
 
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         column = facts["execution_column"]
@@ -85,9 +83,6 @@ class ExpectThreeColumnUniqueKey(_SchemaExpectation):
     column order, as a table constraint or a full unique index (AC-3, AC-14)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-14", "AC-3")
-    rule_text: ClassVar[str] = (
-        "UNIQUE(task_session_id, agent_execution_id, tool_call_id) exists (AC-33 clause 2)"
-    )
 
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         keys = facts["unique_keys"]
@@ -111,7 +106,6 @@ class ExpectNoTwoColumnUniqueKey(_SchemaExpectation):
     would reject a tool_call_id reused by a later execution (AC-32)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-32")
-    rule_text: ClassVar[str] = "No two-column UNIQUE(task_session_id, tool_call_id) remains"
 
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         keys = facts["unique_keys"]
@@ -134,7 +128,6 @@ class ExpectSecondaryIndexesAsFreshStore(_SchemaExpectation):
     Extra indexes are reported and do not fail the rule."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-33", "AC-17")
-    rule_text: ClassVar[str] = "The three secondary indexes are as a fresh store has them"
 
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         indexes = facts["indexes"]
@@ -167,7 +160,6 @@ class ExpectNoPartialSubagentsUpgrade(KandevExpectation):
 
     facts: ClassVar[str] = SCHEMA
     rules: ClassVar[tuple[str, ...]] = ("AC-33a", "AC-33")
-    rule_text: ClassVar[str] = "No half-applied upgrade: no partial table, no rebuild table left"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         problems = []
@@ -192,7 +184,6 @@ class ExpectSessionForeignKeyToCascade(_SchemaExpectation):
     rows of a deleted session go with it."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-16",)
-    rule_text: ClassVar[str] = "task_session_id references task_sessions(id) ON DELETE CASCADE"
 
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         fks = facts["foreign_keys"]
@@ -222,7 +213,6 @@ class ExpectNoForeignKeyOnTurnOrExecution(_SchemaExpectation):
     sentinel ``'unknown'`` references nothing (AC-31)."""
 
     rules: ClassVar[tuple[str, ...]] = ("AC-17", "AC-2a", "AC-31")
-    rule_text: ClassVar[str] = "No foreign key on turn_id or agent_execution_id"
 
     def judge_table(self, facts: dict[str, Any]) -> Finding:
         forbidden = facts["forbidden_foreign_keys"]

@@ -40,7 +40,6 @@ class ExpectMessageMetadataToBeJson(KandevExpectation):
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     facts: ClassVar[str] = STORED_TEXT
     rules: ClassVar[tuple[str, ...]] = ("AC-23b",)
-    rule_text: ClassVar[str] = "Every message's metadata is JSON (or NULL, '' or 'null')"
 
     def listing(self, facts: dict[str, Any]):
         return facts["metadata"].get("listing")
@@ -96,7 +95,6 @@ class ExpectMessageMetadataMemberNamesToBeUnique(KandevExpectation):
     default_severity: ClassVar[FailureSeverity] = FailureSeverity.WARNING
     facts: ClassVar[str] = STORED_TEXT
     rules: ClassVar[tuple[str, ...]] = ("AC-23b", "AC-19")
-    rule_text: ClassVar[str] = "No message's metadata repeats a member name the rules read"
 
     def judge(self, facts: dict[str, Any]) -> Finding:
         return counted(
@@ -123,7 +121,6 @@ class ExpectTimestampsInRecognisedUtcForm(KandevExpectation):
 
     facts: ClassVar[str] = STORED_TEXT
     rules: ClassVar[tuple[str, ...]] = ("AC-24e",)
-    rule_text: ClassVar[str] = "Every compared timestamp is stored in a recognised UTC text form"
 
     def listing(self, facts: dict[str, Any]):
         return facts["timestamps"].get("listing")
@@ -173,7 +170,6 @@ class ExpectTimestampsToBeWithinRange(KandevExpectation):
 
     facts: ClassVar[str] = STORED_TEXT
     rules: ClassVar[tuple[str, ...]] = ("§1-timestamps", "AC-24e")
-    rule_text: ClassVar[str] = "Every compared timestamp lies between 0001-01-02 and now + 1 day"
 
     def listing(self, facts: dict[str, Any]):
         return facts["out_of_range"].get("listing")

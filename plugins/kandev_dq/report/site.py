@@ -60,6 +60,7 @@ from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJin
 from jinja2 import BytecodeCache, ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
+from kandev_dq.contract.rule_index import RULE_SENTENCES
 from kandev_dq.contract.states import explain_state
 from kandev_dq.expectations.base import listing_block
 from kandev_dq.report.history import TIMELINE_RUNS, Timeline, timeline
@@ -688,12 +689,8 @@ def _rules_table(rules: list[RuleResult]) -> RenderedTableContent:
 
 
 def _rule_text(expectation_type: str) -> str:
-    from great_expectations.expectations.registry import get_expectation_impl
-
-    try:
-        return getattr(get_expectation_impl(expectation_type), "rule_text", "") or expectation_type
-    except Exception:  # noqa: BLE001 - an unknown type is shown by its name
-        return expectation_type
+    """A rule's sentence from the rule index; an unknown type is shown by its name."""
+    return RULE_SENTENCES.get(expectation_type) or expectation_type
 
 
 def _short(value: Any) -> str:
