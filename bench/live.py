@@ -53,30 +53,6 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _records(project: Path) -> str:
-    return str(project / "uncommitted" / "records.db")
-
-
-def _check(store: Copy, project: Path) -> measure.ProcessRun:
-    """``check --checkpoint live`` as a process, with the project's own records database."""
-    argv = [
-        *measure.kandev_dq_command(),
-        "check",
-        "--project",
-        str(project),
-        "--store",
-        store.target,
-        "--checkpoint",
-        "live",
-        "--records",
-        _records(project),
-        "--format",
-        "json",
-        "--quiet",
-    ]
-    return measure.run_process(argv)
-
-
 @contextmanager
 def _store_statements() -> Iterator[list[tuple[str, Any, float]]]:
     """Every statement sent to the store while the block runs: (SQL, parameters, seconds).
@@ -109,7 +85,7 @@ def _sql_in_process(store: Copy, project: Path) -> tuple[float, list[tuple[str, 
     from kandev_dq.run.check import run_check
 
     with _store_statements() as timed:
-        report = run_check(project, store.target, "live", records=_records(project))
+        report = run_check(project, store.target, "live")
     if report.checkpoint != "live":
         raise RuntimeError("the run did not report the live checkpoint")
     return sum(seconds for _, _, seconds in timed), list(timed)
@@ -174,7 +150,7 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     _say(f"{dialect} scale {scale}: the first live run (everything since capture_since)")
     kept = measure.fresh_project(project, work / f"live-{dialect}-kept")
     first_run_at = datetime.now(UTC)
-    first = _check(large, kept)
+    first = measure.check_process(large, kept, "live")
     if first.returncode not in (0, 1):
         raise SystemExit("the first live run failed to run")
 
@@ -205,7 +181,8 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
         for label, store in (("large", large), ("small", small)):
             result["single_pass"][label].append(measure.scan_floor(store)[0])
             run_project = _project_for(label, kept, project, work, dialect)
-            result["process"][label].append(_check(store, run_project).seconds)
+            run = measure.check_process(store, run_project, "live")
+            result["process"][label].append(run.seconds)
         for label, store in (("large", large), ("small", small)):
             run_project = _project_for(label, kept, project, work, dialect)
             sql, statements = _sql_in_process(store, run_project)
