@@ -1065,8 +1065,12 @@ class KandevSiteSectionBuilder(DefaultSiteSectionBuilder):
             store.store_backend, RecordsStoreBackend
         ):
             if resource_identifiers is not None:
+                # As the store lists them: a run through GX's API has no run name, which GX's
+                # run-name filter reads only in its stored form ("__none__").
                 window = [
-                    k for k in resource_identifiers if isinstance(k, ValidationResultIdentifier)
+                    store.tuple_to_key(store.key_to_tuple(k))
+                    for k in resource_identifiers
+                    if isinstance(k, ValidationResultIdentifier)
                 ]
             elif self.name == "validations" and self.validation_results_limit:
                 newest = store.store_backend.records.newest_result_keys(
