@@ -15,9 +15,14 @@ For each dialect and scale, in this order:
    query plan (SQLite ``EXPLAIN QUERY PLAN``; PostgreSQL ``EXPLAIN (ANALYZE, BUFFERS)`` in the
    same snapshot) in ``WORK/plans/<dialect>-<scale>-<checkpoint>.txt``, named in the results;
 5. one subagent message whose description is 50 MB added, ``check --checkpoint pre_release``
-   once more as a process: its peak RSS against GX's import + context + 100 MB + 3× the value.
+   once more as a process: its peak RSS against GX's import + context + 100 MB + 3× the value;
+   then the row the backfill writes from that message added too, and the same run again
+   (:mod:`bench.huge_value`, which ``--huge-value`` runs alone with repeats).
 
 Floors and measured runs alternate within each round; the table shows medians.
+
+``--huge-value SCALE`` measures only step 5, ``--repeat`` times, on a store of that scale
+(:mod:`bench.huge_value`, written to ``bench/huge-value.md``).
 
 ``--live SCALE`` measures only the ``live`` checkpoint on a store of that scale against a store
 holding only the new messages (:mod:`bench.live`, written to ``bench/live.md``).
@@ -42,18 +47,16 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from bench import measure, report
+from bench import huge_value, measure, report
 from bench.stores import Stores, postgres_server
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
-from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from kandev_dq.run.project import build_project
 from kandev_dq.store import sqlite_driver
 
 CHECKPOINTS = ("pre_release", "nightly")
-LIVE_PER_UNIT = 10
-#: The largest single value of the hostile-store row: one subagent description.
-HUGE_VALUE_CHARS = 50_000_000
+LIVE_PER_UNIT = huge_value.LIVE_PER_UNIT
+HUGE_VALUE_CHARS = huge_value.HUGE_VALUE_CHARS
 HERE = Path(__file__).resolve().parent
 
 
@@ -99,6 +102,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "is given",
     )
     parser.add_argument(
+        "--huge-value",
+        type=int,
+        metavar="SCALE",
+        help="only the peak RSS of check pre_release with one 50 MB description, in its message "
+        "and in its message and backfilled row, on a store of SCALE units (the bench's step 5 "
+        "with repeats); writes bench/huge-value.md unless --out is given",
+    )
+    parser.add_argument(
         "--checkpoint",
         default="nightly",
         help="the checkpoint --history-growth runs (any checkpoint the project has; "
@@ -136,6 +147,7 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         "baseline_rss": [],
         "baseline_paused": [],
         "huge_value_rss": None,
+        "huge_value_row_rss": None,
         "disagreements": [],
         "plans": [],
     }
@@ -208,28 +220,19 @@ def bench_store(stores: Stores, dialect: str, scale: int, args, project: Path, f
         measure.query_plans(migrated, fams[cp], plans)
         result["plans"].append(plans.relative_to(args.work).as_posix())
     say(f"{dialect} scale {scale}: one {HUGE_VALUE_CHARS // 1_000_000} MB description")
-    add_huge_description(migrated)
+    message_id = huge_value.add_huge_description(migrated)
     fresh = measure.fresh_project(project, runs_folder / "huge")
     result["huge_value_rss"] = measure.check_process(migrated, fresh, "pre_release").peak_rss_mb
     result["huge_value_mb"] = HUGE_VALUE_CHARS / 1_000_000
+    say(f"{dialect} scale {scale}: the same description in its backfilled row too")
+    huge_value.add_backfilled_row(migrated, message_id)
+    fresh = measure.fresh_project(project, runs_folder / "huge")
+    run = measure.check_process(migrated, fresh, "pre_release")
+    result["huge_value_row_rss"] = run.peak_rss_mb
     stores.drop(migrated)
     for line in result["disagreements"]:
         say(f"WARNING {dialect} scale {scale}: {line}")
     return result
-
-
-def add_huge_description(store) -> None:
-    """One subagent message (in a session of its own) whose description is huge: memory must
-    grow with the largest value, not with copies of it."""
-    engine = store.engine()
-    try:
-        build = StoreBuilder(engine)
-        session = build.session(task_id="bench-huge")
-        build.subagent_message(
-            session, T0, "bench-huge", description="d" * HUGE_VALUE_CHARS, status="completed"
-        )
-    finally:
-        engine.dispose()
 
 
 def machine() -> dict:
@@ -272,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         return history_growth_main(args, argv)
     if args.live:
         return live_main(args, argv)
+    if args.huge_value:
+        return huge_value_main(args, argv)
     if args.out is None:  # a quick run never replaces the full table
         args.out = args.work / "quick.md" if args.quick_only else HERE / "results.md"
     scales = [int(s) for s in args.scales.split(",") if s]
@@ -404,6 +409,38 @@ def live_main(args, argv: list[str] | None) -> int:
             r["plans"] = f"plans/{kept.name}"
     text = live.render(info, results)
     out.write_text(text)
+    print(text)
+    return 0
+
+
+def huge_value_main(args, argv: list[str] | None) -> int:
+    from bench import huge_value
+
+    dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
+    server = postgres_server()
+    if "postgresql" in dialects and server is None:
+        raise SystemExit("PostgreSQL needs KANDEV_BENCH_POSTGRES_URL or KANDEV_TEST_POSTGRES_URL")
+    args.work.mkdir(parents=True, exist_ok=True)
+    project = build_project(args.work / "project")
+    info = machine()
+    info["load_before"] = load()
+    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    if "postgresql" in dialects:
+        info["postgresql"] = _server_version(server)
+    stores = Stores(args.work, server)
+    try:
+        results = huge_value.measure_huge(
+            stores, dialects, args.huge_value, project, args.work / "huge", args.repeat
+        )
+    finally:
+        stores.cleanup()
+    info["load_after"] = load()
+    info["repeat"] = args.repeat
+    (args.work / "huge-value.json").write_text(
+        json.dumps({"machine": info, "results": results}, indent=1)
+    )
+    text = huge_value.render(info, results)
+    (args.out or HERE / "huge-value.md").write_text(text)
     print(text)
     return 0
 
