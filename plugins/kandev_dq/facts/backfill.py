@@ -26,6 +26,7 @@ winner, a known ``turn_id``) are compared, and how many there are is disclosed.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -48,7 +49,7 @@ from kandev_dq.sql.mapping import (
     subagent_messages,
 )
 from kandev_dq.sql.messages import count_and_sample, message_doc, stored_metadata
-from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan
+from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan, part
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
 #: The field families, each judged by one rule.
@@ -68,6 +69,9 @@ TEXT_FIELDS = (*UNBOUNDED_TEXT, "is_async")
 #: Columns the comparison needs (``agent_execution_id`` reads as 'unknown' when absent).
 REQUIRED_COLUMNS = tuple(c for c in BACKFILL_COLUMNS if c != EXECUTION_COLUMN)
 _TEXT_SAMPLE = 120
+#: SQLite: a row whose unbounded text, or whose message's metadata, holds more bytes than this
+#: has its unbounded texts compared in a statement of its own (see :func:`_compare`).
+APART_BYTES = 1 << 20
 
 
 def _capture(keys: dict[str, str | None]) -> Instant | None:
@@ -93,7 +97,9 @@ def _empty(reason: str, *, table_exists: bool) -> BackfillFacts:
 class _Comparison:
     """Every stored row joined to the expected row of its key, with the predicates the families
     share. ``b`` is the stored row, ``e`` the expected one (NULL when no message maps to it),
-    ``t`` the expected row's :data:`~kandev_dq.sql.mapping.UNBOUNDED_TEXT` fields."""
+    ``t`` the expected row's :data:`~kandev_dq.sql.mapping.UNBOUNDED_TEXT` fields. ``apart``
+    (SQLite; None elsewhere): the rows whose unbounded texts the counting statement leaves to
+    :func:`_texts_apart`, and ``pair_texts`` the statement comparing one of them."""
 
     b: Any
     e: Any
@@ -104,6 +110,8 @@ class _Comparison:
     relabel_candidate: sa.ColumnElement[bool]
     matched: sa.ColumnElement[bool]
     drifted: sa.ColumnElement[bool]
+    apart: sa.ColumnElement[bool] | None = None
+    pair_texts: sa.Select | None = None
 
 
 @dataclass
@@ -145,18 +153,43 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         )
         for name, cond in _family_conditions(cmp, losers).items()
     }
+    extra = [
+        sa.func.count(sa.distinct(cmp.e.id)).label("expected_rows"),
+        count_when(cmp.is_backfill).label("backfill_rows"),
+        count_when(cmp.matched).label("matched_rows"),
+        count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
+    ]
+    if cmp.apart is not None:
+        # The text family's rows holding a value over APART_BYTES are counted apart; its
+        # sample and listing keep the one condition.
+        text = conditions["text"]
+        strict = sa.and_(cmp.matched, sa.not_(cmp.drifted))
+        async_differs = _differs(cmp.b.is_async, cmp.e.is_async)
+        conditions["text"] = Counted(
+            when=text.when,
+            sample=text.sample,
+            count=count_when(
+                sa.and_(
+                    strict,
+                    sa.or_(async_differs, sa.and_(sa.not_(cmp.apart), _texts_differ(cmp))),
+                )
+            ),
+        )
+        deferred = sa.and_(strict, sa.not_(async_differs), cmp.apart)
+        pairs = sa.func.json_group_array(sa.func.json_array(cmp.b.id, cmp.e.id))
+        extra.append(pairs.filter(deferred).label("texts_apart"))
     counts, families = counted_scan(
         conn,
         conditions,
         select_from=cmp.joined,
         where=sa.or_(cmp.is_backfill, cmp.relabel_candidate, cmp.e.id.is_not(None)),
-        extra=[
-            sa.func.count(sa.distinct(cmp.e.id)).label("expected_rows"),
-            count_when(cmp.is_backfill).label("backfill_rows"),
-            count_when(cmp.matched).label("matched_rows"),
-            count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
-        ],
+        extra=extra,
     )
+    if cmp.apart is not None:
+        differing = _texts_apart(conn, cmp, counts["texts_apart"])
+        if differing:
+            total = counts["text"] + differing
+            families["text"] = part(conn, total, conditions["text"].sample, "text")
     expected_rows = counts["expected_rows"]
     # One row per backfill row, whichever losers it matches (AC-21b).
     carrying_losers = (
@@ -229,6 +262,7 @@ def _compare(
         full=True,
     )
     texts = e
+    apart = pair_texts = None
     if split:
         # Read from the expected message's own row, its names tested once for all of them
         # (a subquery holding that test could not be flattened into this outer join).
@@ -242,6 +276,27 @@ def _compare(
         )
         joined = joined.outerjoin(message, message.c.id == e.id).outerjoin(walk, sa.true())
         texts = {field.name: field for field in fields}
+        # The ranking above parsed every expected message, and SQLite keeps a statement's
+        # last parses (text and binary form) until it ends: a huge description compared here
+        # was held five times (that parse, the message read again, the field, the row's
+        # value). A row or message over APART_BYTES (a size SQLite reads without the value)
+        # is compared in a statement of its own, in the same snapshot: four (_texts_apart).
+        apart = sa.and_(
+            b.id.is_not(None),
+            sa.or_(
+                _octets(message.c.metadata) > APART_BYTES,
+                *(_octets(b[c]) > APART_BYTES for c in UNBOUNDED_TEXT),
+            ),
+        )
+        pair_texts = (
+            sa.select(sa.func.count())
+            .select_from(
+                table.join(message, message.c.id == sa.bindparam("message_id")).join(
+                    walk, sa.true()
+                )
+            )
+            .where(b.id == sa.bindparam("row_id"), _texts_differ_of(b, texts))
+        )
 
     is_backfill = b.source == "backfill"
     relabel_candidate = sa.and_(b.source == "live", execution == unknown)
@@ -267,6 +322,33 @@ def _compare(
         relabel_candidate=relabel_candidate,
         matched=matched,
         drifted=drifted,
+        apart=apart,
+        pair_texts=pair_texts,
+    )
+
+
+def _octets(column) -> sa.ColumnElement:
+    """A stored value's size in bytes, 0 for NULL (SQLite reads it from the record header)."""
+    return sa.func.coalesce(sa.func.octet_length(column), 0)
+
+
+def _texts_differ_of(b, texts) -> sa.ColumnElement[bool]:
+    """A stored row's :data:`~kandev_dq.sql.mapping.UNBOUNDED_TEXT` fields against ``texts``."""
+    return sa.or_(*(_differs(b[c], texts[c]) for c in UNBOUNDED_TEXT))
+
+
+def _texts_differ(cmp: _Comparison) -> sa.ColumnElement[bool]:
+    return _texts_differ_of(cmp.b, cmp.t)
+
+
+def _texts_apart(conn: sa.Connection, cmp: _Comparison, pairs: str | None) -> int:
+    """How many of the rows the counting statement left apart (a JSON array of [row id,
+    message id]) differ from their message in an unbounded text: one statement per row,
+    each reading one message and one row by id (ids are the tables' primary keys)."""
+    found = {(row, message) for row, message in json.loads(pairs or "[]")}
+    return sum(
+        conn.execute(cmp.pair_texts, {"row_id": row, "message_id": message}).scalar_one()
+        for row, message in sorted(found)
     )
 
 
@@ -334,13 +416,7 @@ def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.Column
         ),
         # AC-7, AC-7a, AC-8, AC-9 (the mapping applies them).
         "metrics": sa.and_(strict, sa.or_(*(_differs(b[m], e[m]) for m in schema.METRIC_COLUMNS))),
-        "text": sa.and_(
-            strict,
-            sa.or_(
-                _differs(b.is_async, e.is_async),
-                *(_differs(b[c], cmp.t[c]) for c in UNBOUNDED_TEXT),
-            ),
-        ),
+        "text": sa.and_(strict, sa.or_(_differs(b.is_async, e.is_async), _texts_differ(cmp))),
         # AC-1a: observed_at is the message's created_at, exactly.
         "observed_at": sa.and_(matched, instants_differ(b.observed_at, e.observed_at)),
         # AC-23a: settled_at = updated_at iff terminal; updated_at = the message's updated_at.
