@@ -46,8 +46,13 @@ def store_with_huge_descriptions(target) -> None:
 
 
 def text_family(target) -> dict:
-    with target.engine.connect() as conn:
-        return backfill_facts(conn, window_minutes=10)["families"]["text"]
+    """The text family as a check reads it (kandev-dq's own read-only connection)."""
+    opened = open_store(target.url, read_only=True)
+    try:
+        with opened.engine.connect() as conn:
+            return backfill_facts(conn, window_minutes=10)["families"]["text"]
+    finally:
+        opened.dispose()
 
 
 def set_description(target, row_id: str, value: str) -> None:
@@ -122,3 +127,38 @@ def test_the_threshold_reads_sizes_not_values(sqlite_target):
         ).scalar_one()
     assert sizes == HUGE
     assert peak["bytes"] < HUGE / 10
+
+
+def test_a_row_id_of_any_bytes_finds_its_row(sqlite_target, monkeypatch):
+    """The ids of the rows compared apart travel exactly: not UTF-8, NUL-led, a BLOB."""
+    from kandev_dq.facts import backfill
+
+    compared = []
+    apart = backfill._texts_apart
+    monkeypatch.setattr(
+        backfill, "_texts_apart", lambda *args: compared.append(apart(*args)) or compared[-1]
+    )
+    store_with_huge_descriptions(sqlite_target)
+    set_description(sqlite_target, "m-huge", "e" * HUGE)
+    for stored in ("CAST(x'00ff41' AS TEXT)", "x'ff0041'"):
+        with sqlite_target.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    f"UPDATE task_session_subagents SET id = {stored} "
+                    "WHERE task_session_id = (SELECT task_session_id FROM task_session_messages "
+                    "WHERE id = 'm-huge') AND tool_call_id = 'tc-huge'"
+                )
+            )
+        assert text_family(sqlite_target)["count"] == 1
+        assert compared[-1] == 1  # compared apart, by the id as stored
+
+
+def test_rows_whose_ids_find_no_one_row_are_counted_in_one_statement(sqlite_target, monkeypatch):
+    from kandev_dq.facts import backfill
+
+    store_with_huge_descriptions(sqlite_target)
+    monkeypatch.setattr(backfill, "_texts_apart", lambda conn, cmp, pairs: None)
+    assert text_family(sqlite_target)["count"] == 0
+    set_description(sqlite_target, "m-huge", "e" * HUGE)
+    set_description(sqlite_target, "m-short", "other")
+    assert text_family(sqlite_target)["count"] == 2

@@ -159,6 +159,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         count_when(cmp.matched).label("matched_rows"),
         count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
     ]
+    deferred = None
     if cmp.apart is not None:
         # The text family's rows holding a value over APART_BYTES are counted apart; its
         # sample and listing keep the one condition.
@@ -176,7 +177,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
             ),
         )
         deferred = sa.and_(strict, sa.not_(async_differs), cmp.apart)
-        pairs = sa.func.json_group_array(sa.func.json_array(cmp.b.id, cmp.e.id))
+        pairs = sa.func.json_group_array(sa.func.json_array(*_exact(cmp.b.id), *_exact(cmp.e.id)))
         extra.append(pairs.filter(deferred).label("texts_apart"))
     counts, families = counted_scan(
         conn,
@@ -185,8 +186,12 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         where=sa.or_(cmp.is_backfill, cmp.relabel_candidate, cmp.e.id.is_not(None)),
         extra=extra,
     )
-    if cmp.apart is not None:
+    if deferred is not None:
         differing = _texts_apart(conn, cmp, counts["texts_apart"])
+        if differing is None:  # an id that finds no one row: counted in one statement
+            differing = conn.execute(
+                sa.select(count_when(sa.and_(deferred, _texts_differ(cmp)))).select_from(cmp.joined)
+            ).scalar_one()
         if differing:
             total = counts["text"] + differing
             families["text"] = part(conn, total, conditions["text"].sample, "text")
@@ -289,13 +294,11 @@ def _compare(
             ),
         )
         pair_texts = (
-            sa.select(sa.func.count())
+            sa.select(sa.func.count(), count_when(_texts_differ_of(b, texts)))
             .select_from(
-                table.join(message, message.c.id == sa.bindparam("message_id")).join(
-                    walk, sa.true()
-                )
+                table.join(message, message.c.id == _stored("message")).join(walk, sa.true())
             )
-            .where(b.id == sa.bindparam("row_id"), _texts_differ_of(b, texts))
+            .where(b.id == _stored("row"))
         )
 
     is_backfill = b.source == "backfill"
@@ -327,6 +330,21 @@ def _compare(
     )
 
 
+def _exact(column) -> tuple[sa.ColumnElement, sa.ColumnElement]:
+    """A stored value as JSON carries any of them exactly: its bytes in hex and its type."""
+    return sa.func.hex(column), sa.func.typeof(column)
+
+
+def _stored(name: str) -> sa.ColumnElement:
+    """The value :func:`_exact` carried (parameters ``<name>_hex`` and ``<name>_type``), a
+    constant an index on the column it is compared with can look up."""
+    raw = sa.func.unhex(sa.bindparam(f"{name}_hex", type_=sa.Text))
+    return sa.case(
+        (sa.bindparam(f"{name}_type", type_=sa.Text) == "blob", raw),
+        else_=sa.cast(raw, sa.Text),
+    )
+
+
 def _octets(column) -> sa.ColumnElement:
     """A stored value's size in bytes, 0 for NULL (SQLite reads it from the record header)."""
     return sa.func.coalesce(sa.func.octet_length(column), 0)
@@ -341,15 +359,26 @@ def _texts_differ(cmp: _Comparison) -> sa.ColumnElement[bool]:
     return _texts_differ_of(cmp.b, cmp.t)
 
 
-def _texts_apart(conn: sa.Connection, cmp: _Comparison, pairs: str | None) -> int:
-    """How many of the rows the counting statement left apart (a JSON array of [row id,
-    message id]) differ from their message in an unbounded text: one statement per row,
-    each reading one message and one row by id (ids are the tables' primary keys)."""
-    found = {(row, message) for row, message in json.loads(pairs or "[]")}
-    return sum(
-        conn.execute(cmp.pair_texts, {"row_id": row, "message_id": message}).scalar_one()
-        for row, message in sorted(found)
-    )
+def _texts_apart(conn: sa.Connection, cmp: _Comparison, pairs: str | None) -> int | None:
+    """How many of the rows the counting statement left apart (a JSON array of their ids and
+    their messages', as :func:`_exact` carries them) differ from their message in an
+    unbounded text: one statement per row, each reading one row and one message by id. None
+    when an id finds no row or several (a store whose ids are not its primary keys)."""
+    differing = 0
+    for row_hex, row_type, message_hex, message_type in json.loads(pairs or "[]"):
+        found, differs = conn.execute(
+            cmp.pair_texts,
+            {
+                "row_hex": row_hex,
+                "row_type": row_type,
+                "message_hex": message_hex,
+                "message_type": message_type,
+            },
+        ).one()
+        if found != 1:
+            return None
+        differing += differs
+    return differing
 
 
 def _losers(cmp: _Comparison) -> _Losers:
