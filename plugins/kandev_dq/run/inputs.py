@@ -131,9 +131,13 @@ def refuse_unusable_store(target: str | StoreRef | None) -> StoreRef:
 
 
 def kandev_store(target: str | StoreRef | None) -> StoreRef:
-    """Open the store read-only and recognise a Kandev store, or raise a one-line error; its
-    reference for the command to work on."""
+    """Recognise a Kandev store read-only, or raise a one-line error; its reference for the
+    command to work on. A SQLite path is recognised by the SQLite library alone, worded as the
+    full open words it (``tests/test_cli_inputs.py``): the run's own open is its only one. Any
+    other URL is opened once here, before GX loads, for its refusals."""
     ref = refuse_unusable_store(target)
+    if ref.is_path:
+        return ref
     from kandev_dq.store.access import open_store
 
     open_store(ref, read_only=True).dispose()

@@ -40,7 +40,9 @@ def environment(variable: str) -> str | None:
     return os.environ.get(variable) or None
 
 
-def chosen(option: T | None, variable: str, project: T | None = None, default: T | None = None):
+def chosen(
+    option: T | None, variable: str, project: T | None = None, default: T | None = None
+) -> T | str | None:
     """The one precedence of every setting: the option given, else the environment variable,
     else the project's setting, else the default (None: there is none)."""
     for candidate in (option, environment(variable), project, default):
