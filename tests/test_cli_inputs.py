@@ -374,7 +374,7 @@ def test_a_plain_postgres_url_is_shown_as_every_command_shows_it(target):
     SQLAlchemy's rendering, which every other message, the JSON and the docs use. A URL it
     declines (a stray ``%`` or a space in the userinfo, which libpq would read otherwise) is
     left to SQLAlchemy, never shown otherwise."""
-    from kandev_dq.store.access import resolve_url, shown_store
+    from kandev_dq.store.reference import resolve_url, shown_store
     from kandev_dq.store.target import plain_postgres_shown
 
     shown = plain_postgres_shown(target)

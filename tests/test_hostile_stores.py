@@ -15,7 +15,8 @@ from kandev_dq.migration.runner import Status
 from kandev_dq.run.check import run_check
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, records_url
-from kandev_dq.store.access import open_store, resolve_url
+from kandev_dq.store.access import open_store
+from kandev_dq.store.reference import resolve_url
 from tests.gxhelpers import result
 from tests.subagent_rows import (
     add_message,

@@ -39,8 +39,9 @@ from kandev_dq.migration import schema_steps, transactions
 from kandev_dq.migration.runner import Status
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store import sqlite_driver
-from kandev_dq.store.access import open_store, resolve_url, shown_store, with_pg_option
+from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import SubagentsShape, observe_subagents
+from kandev_dq.store.reference import resolve_url, shown_store, with_pg_option
 from tests.subagent_rows import (
     add_message,
     add_session,
@@ -1092,7 +1093,8 @@ def test_existing_live_rows_win(target):
 _CONCURRENT_CHILD = r"""
 import json, os, sys, time
 from kandev_dq.migration import runner as migrate
-from kandev_dq.store.access import open_store, resolve_url, shown_store
+from kandev_dq.store.access import open_store
+from kandev_dq.store.reference import resolve_url, shown_store
 url, go = sys.argv[1], sys.argv[2]
 store = open_store(url, read_only=False)
 while not os.path.exists(go):
@@ -1172,7 +1174,8 @@ _STALLING_CHILD = r"""
 import re, sys, time
 import sqlalchemy as sa
 from kandev_dq.migration import runner as migrate
-from kandev_dq.store.access import open_store, resolve_url, shown_store
+from kandev_dq.store.access import open_store
+from kandev_dq.store.reference import resolve_url, shown_store
 url, marker = sys.argv[1], sys.argv[2]
 store = open_store(url, read_only=False)
 

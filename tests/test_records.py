@@ -31,7 +31,7 @@ from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.ledger_commands import accept_key
 from kandev_dq.run.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
 from kandev_dq.run.settings import KEEP_DAYS_VARIABLE, keep_days_setting
-from kandev_dq.store.access import resolve_url
+from kandev_dq.store.reference import resolve_url
 from tests.conftest import fresh_pg_database
 from tests.gxhelpers import copy_project, result
 from tests.test_check_cli import kandev_dq
@@ -271,7 +271,7 @@ def test_a_role_that_may_not_read_the_system_identifier_still_finds_the_store(pg
     server's start time: the same database is found under its two roles and spellings, and
     another database on the same server is not the store."""
     from kandev_dq.run.records import same_database
-    from kandev_dq.store.access import database_identity
+    from kandev_dq.store.reference import database_identity
 
     role = f"kdq_plain_{uuid.uuid4().hex[:8]}"
     admin = make_url(pg_target.url)._replace(query={})

@@ -36,8 +36,10 @@ from kandev_dq.run.checkpoint import run_name
 from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
-from kandev_dq.store.access import open_store, redact, resolve_url, shown_store
+from kandev_dq.store.access import open_store
+from kandev_dq.store.reference import resolve_url, shown_store
 from kandev_dq.store.snapshot import facts_for
+from kandev_dq.store.target import redact
 from tests.gxhelpers import failed, result
 from tests.subagent_rows import (
     add_message,

@@ -37,7 +37,7 @@ import json, os, sys, time, uuid
 from datetime import datetime, timedelta, timezone
 import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
-from kandev_dq.store.access import resolve_url
+from kandev_dq.store.reference import resolve_url
 
 url, session, task, turn, limit, seconds, stop = sys.argv[1:8]
 # A plain engine: pysqlite's own transaction handling makes the two INSERTs one transaction.

@@ -64,17 +64,19 @@ def check(
     # A bad setting fails before the run, and before GX loads.
     keep_days = run_settings(keep_days, live=reads_live(checkpoint))
     project = Path(project) if project is not None else None
-    folder = inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
+    # The store and the records database are read once here, and the run works on those.
+    vetted = inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
+    folder = vetted.folder
     with loading_gx():
         from kandev_dq.run.check import run_check
 
     report = run_check(
         folder,
-        store,
+        vetted.store,
         checkpoint,
         progress,
         allow_project_code=allow_project_code,
-        records=records,
+        records=vetted.records,
         keep_days=keep_days,
     )
     if report.pruned is not None and report.pruned.result_keys:
@@ -96,11 +98,11 @@ def migrate(
     once the store is open, before anything is written."""
     from kandev_dq.run.inputs import refuse_unusable_store
 
-    refuse_unusable_store(store)
+    ref = refuse_unusable_store(store)
     from kandev_dq.migration import runner
     from kandev_dq.store.access import open_store, require_writable
 
-    opened = open_store(store, read_only=dry_run)
+    opened = open_store(ref, read_only=dry_run)
     try:
         if announce is not None:
             announce(opened.shown, opened.dialect)

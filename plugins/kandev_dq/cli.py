@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import sys
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -28,6 +27,9 @@ from kandev_dq import api
 from kandev_dq.api import loading_gx
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.text import one_line, printable
+
+if TYPE_CHECKING:
+    from kandev_dq.run.inputs import RunInputs
 
 #: When the command line started (its own imports done): a duration it reports is the
 #: command's, not one step of it.
@@ -208,9 +210,9 @@ def _checked_inputs(
     checkpoint: str,
     allow_project_code: bool,
     records: str | None,
-) -> Path:
-    """The project folder, once it, the checkpoint name, the store and the records database
-    have been vetted without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
+) -> RunInputs:
+    """The project folder, the store and the records database (each read once), vetted with
+    the checkpoint name without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
     from kandev_dq.run import inputs
 
     return inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
@@ -234,12 +236,13 @@ def sample(
 ) -> None:
     """Generate a Kandev-shaped sample store (a store predating the feature by default)."""
     from kandev_dq.lab.sample import create_store, generate
-    from kandev_dq.store.access import open_store, resolve_url
+    from kandev_dq.store.access import open_store
+    from kandev_dq.store.reference import store_ref
 
-    url = resolve_url(out_target)
-    if url.get_backend_name() == "sqlite" and Path(url.database or "").exists():
-        raise KandevDqError(f"{url.database} already exists: choose a new --out path")
-    store = open_store(out_target, read_only=False, must_exist=False, require_kandev=False)
+    ref = store_ref(out_target)
+    if ref.is_sqlite and Path(ref.url.database or "").exists():
+        raise KandevDqError(f"{ref.url.database} already exists: choose a new --out path")
+    store = open_store(ref, read_only=False, must_exist=False, require_kandev=False)
     try:
         if store.has_table("task_session_messages"):
             raise KandevDqError(f"{store.shown} already holds a Kandev store: not touching it")
@@ -405,18 +408,19 @@ def audit(
     records: RecordsOption = None,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
-    folder = _checked_inputs(project, store, "pre_release", allow_project_code, records)
+    vetted = _checked_inputs(project, store, "pre_release", allow_project_code, records)
+    folder = vetted.folder
     with loading_gx():
         from kandev_dq.report.audit import run_audit
         from kandev_dq.run.check import verdict_line
 
     done = run_audit(
         folder,
-        store,
+        vetted.store,
         out_dir,
         _progress(quiet),
         allow_project_code=allow_project_code,
-        records=records,
+        records=vetted.records,
     )
     if not quiet:
         _used(folder)
@@ -484,23 +488,23 @@ def explain(
     """A rule's AC ids, its sentence and the SELECT listing every item it counts (no store
     given or found: the rule alone; the query needs a store's dialect and schema)."""
     from kandev_dq.run import inputs
-    from kandev_dq.store.target import chosen_store
+    from kandev_dq.run.settings import store_option
 
     inputs.expectation_name(expectation)  # vetted without GX, as the store is
     if not run and output is ExplainFormat.text:
         try:
-            chosen_store(store)
+            store_option(store)
         except KandevDqError:
             _describe_rule(expectation)
             return
-    inputs.kandev_store(store)
+    ref = inputs.kandev_store(store)
     with loading_gx():
         from kandev_dq.run.explain import SHOWN_ROWS
         from kandev_dq.run.explain import explain as explained_rule
 
     every_row = output is ExplainFormat.csv
     found = explained_rule(
-        store,
+        ref,
         expectation,
         run=run or every_row,
         every_row=every_row,
@@ -594,11 +598,11 @@ def docs(
     folder = _vetted_project(project, allow_project_code)
     from kandev_dq.run.inputs import records_database
 
-    records_database(folder, records, allow_project_code)  # before GX loads
+    chosen = records_database(folder, records, allow_project_code)  # before GX loads
     with loading_gx():
         from kandev_dq.report.site import build_docs
 
-    built = build_docs(folder, allow_project_code=allow_project_code, records=records)
+    built = build_docs(folder, allow_project_code=allow_project_code, records=chosen)
     _used(folder)
     if built.index is None:
         raise KandevDqError("the project has no local data docs site: nothing to open")
@@ -781,10 +785,10 @@ def scenarios_build(name: ScenarioName, store: ScenarioStore) -> None:
 
 
 def _shown(store: str) -> str:
-    """A store as every command names it (:func:`kandev_dq.store.access.shown_store`)."""
-    from kandev_dq.store.access import resolve_url, shown_store
+    """A store as every command names it (:attr:`kandev_dq.store.reference.StoreRef.shown`)."""
+    from kandev_dq.store.reference import store_ref
 
-    return shown_store(resolve_url(store))
+    return store_ref(store).shown
 
 
 @scenarios_app.command("between-runs")
@@ -883,15 +887,14 @@ def ledger_accept(
 ) -> None:
     """Accept a key's current value after a legitimate reset (recorded with time, user and
     reason; the next check compares with it). Reads the store, never writes it."""
-    from kandev_dq.run.ledger_commands import accept_key
-    from kandev_dq.store.access import chosen_store
+    from kandev_dq.run.ledger_commands import accepted_for
 
-    accept = accept_key(_project(project), store, key, reason, records)
+    accept, ref = accepted_for(_project(project), store, key, reason, records)
     same = " (the value it already expected: nothing changes)" if accept.unchanged else ""
     say(
         one_line(
             f"accepted {accept.key_name} = {accept.accepted_value!r} (was "
-            f"{accept.replaced_value!r}){same} for {_shown(chosen_store(store))}, by "
+            f"{accept.replaced_value!r}){same} for {ref.shown}, by "
             f"{accept.accepted_by} at {accept.accepted_at}: {accept.reason}"
         )
     )
@@ -917,9 +920,9 @@ def records_prune(
 
     `check --keep-days N` or $KANDEV_DQ_RECORDS_KEEP_DAYS prunes the same way at the end of
     every check run."""
-    from kandev_dq.run.records import Records, records_url
+    from kandev_dq.run.records import Records, records_ref
 
-    with Records(records_url(_project(project), records)) as opened:
+    with Records(records_ref(_project(project), records)) as opened:
         say(opened.prune(keep_days, dry_run=dry_run).said(opened.shown))
 
 
@@ -962,11 +965,13 @@ def main() -> None:
         err.print("kandev-dq: interrupted", markup=False)
         sys.exit(int(ExitCode.COULD_NOT_RUN))
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-        if os.environ.get("KANDEV_DQ_DEBUG"):
+        from kandev_dq.run.settings import DEBUG_VARIABLE, debugging
+
+        if debugging():
             raise
         first = (str(exc).strip().splitlines() or [""])[0]
         _could_not_run(
-            f"{type(exc).__name__}: {first} (set KANDEV_DQ_DEBUG=1 for details)",
+            f"{type(exc).__name__}: {first} (set {DEBUG_VARIABLE}=1 for details)",
             int(ExitCode.COULD_NOT_RUN),
         )
         sys.exit(int(ExitCode.COULD_NOT_RUN))

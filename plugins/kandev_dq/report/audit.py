@@ -21,6 +21,7 @@ from pathlib import Path
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.check import CheckReport, run_check, verdict_line
 from kandev_dq.run.checkpoint import Progress
+from kandev_dq.store.reference import StoreRef
 from kandev_dq.text import markdown_code, markdown_text, one_line
 
 CHECKPOINT = "pre_release"
@@ -59,12 +60,12 @@ def check_folder(out: Path) -> None:
 
 def run_audit(
     project: Path,
-    target: str | None,
+    target: str | StoreRef | None,
     out: Path,
     progress: Progress | None = None,
     *,
     allow_project_code: bool = False,
-    records: str | None = None,
+    records: str | StoreRef | None = None,
 ) -> AuditResult:
     """Run ``pre_release`` on ``target`` and write the audit folder ``out``."""
     project, out = Path(project), Path(out)

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.states import STATES
-from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.records import Accept, Records, records_url, refuse_the_store
+from kandev_dq.run.inputs import chosen_store
+from kandev_dq.run.records import Accept, Records, records_ref, refuse_the_store
 from kandev_dq.run.results import RuleResult, rule_result
-from kandev_dq.store.access import chosen_store, resolve_url, shown_store
+from kandev_dq.store.reference import StoreRef
 
 SEVERITIES = ("error", "warning", "info")
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
@@ -104,7 +104,7 @@ class History:
 
 def history(
     project: Path,
-    target: str | None,
+    target: str | StoreRef | None,
     limit: int = 20,
     *,
     allow_project_code: bool = False,
@@ -114,15 +114,15 @@ def history(
 
     History loads no project code (nor GX); ``allow_project_code`` only lets the project's yml
     name a records database outside its folder (:func:`~kandev_dq.run.records.records_url`)."""
-    url = resolve_url(chosen_store(target))
-    identity = store_identity(url)
-    chosen = records_url(project, records, allow_project_code=allow_project_code)
-    refuse_the_store(chosen, url)  # opening records creates their tables: never in the store
+    store = chosen_store(target)
+    identity = store.ledger_name
+    chosen = records_ref(project, records, allow_project_code=allow_project_code)
+    refuse_the_store(chosen, store)  # opening records creates their tables: never in the store
     with Records(chosen) as opened:
         baseline = opened.baseline(identity)
         runs = [_past_run(r) for r in opened.run_records(identity=identity, limit=max(limit, 0))]
         return History(
-            store=shown_store(url),
+            store=store.shown,
             runs=runs,
             records=opened.shown,
             baseline_taken_at=baseline.taken_at if baseline else None,

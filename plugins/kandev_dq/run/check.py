@@ -20,13 +20,13 @@ from kandev_dq.expectations.base import window_text
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import changes_since, rule_key
-from kandev_dq.run.ledger import store_identity
+from kandev_dq.run.inputs import chosen_store
 from kandev_dq.run.project import DATASOURCE, load_context, reads_live
 from kandev_dq.run.records import (
     JSON_LEDGER,
     Pruned,
     Records,
-    records_url,
+    records_ref,
     refuse_the_store,
 )
 from kandev_dq.run.register import finish_run, record_run, run_key
@@ -35,8 +35,9 @@ from kandev_dq.run.results_store import attach_records
 from kandev_dq.run.settings import run_settings
 from kandev_dq.run.versions import kandev_dq_version, server_version
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import chosen_store, open_store, resolve_url
+from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import observe_subagents
+from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.snapshot import pinned
 
 SEVERITIES = ("error", "warning", "info")
@@ -95,12 +96,12 @@ class CheckReport:
 
 def run_check(
     project: Path,
-    target: str | None,
+    target: str | StoreRef | None,
     checkpoint: str,
     progress: runs.Progress | None = None,
     *,
     allow_project_code: bool = False,
-    records: str | None = None,
+    records: str | StoreRef | None = None,
     keep_days: int | None = None,
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
@@ -117,13 +118,13 @@ def run_check(
     started = time.perf_counter()
     # A bad setting is a one-line error before anything is opened.
     keep_days = run_settings(keep_days, live=reads_live(checkpoint))
-    chosen_records = records_url(project, records, allow_project_code=allow_project_code)
-    refuse_the_store(chosen_records, resolve_url(chosen_store(target)))
+    # The store and the records database, each read once (already, when the API vetted them).
+    store = chosen_store(target)
+    chosen_records = records_ref(project, records, allow_project_code=allow_project_code)
+    refuse_the_store(chosen_records, store)
     with Records(chosen_records) as ledger:
         ledger.import_json_ledger(Path(project) / JSON_LEDGER)
-        report = _run_with_records(
-            project, target, checkpoint, progress, ledger, allow_project_code
-        )
+        report = _run_with_records(project, store, checkpoint, progress, ledger, allow_project_code)
         if keep_days is not None:
             report.pruned = ledger.prune(keep_days)
         report.duration_s = round(time.perf_counter() - started, 3)
@@ -132,7 +133,7 @@ def run_check(
 
 def _run_with_records(
     project: Path,
-    target: str | None,
+    target: StoreRef,
     checkpoint: str,
     progress: runs.Progress | None,
     records: Records,
@@ -150,7 +151,7 @@ def _run_with_records(
         if checkpoint not in {c.name for c in context.checkpoints.all()}:
             known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
             raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")
-        identity = store_identity(store.url)
+        identity = store.ref.ledger_name
         run_id = runs.new_run_id(checkpoint, identity)
         with (
             gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,

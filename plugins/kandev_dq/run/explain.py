@@ -25,7 +25,8 @@ from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.project import SUITES, default_project
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import sample_of
-from kandev_dq.store.access import open_store, resolve_url, sqlite_file
+from kandev_dq.store.access import open_store
+from kandev_dq.store.reference import resolve_url, sqlite_file
 from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
 
 #: Rows ``explain --run`` shows in its table (the total is always counted).

@@ -8,8 +8,8 @@ first and a typo costs no more than the time to read it back.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.project import (
@@ -18,16 +18,13 @@ from kandev_dq.run.project import (
     default_project,
     refuse_project_code,
 )
+from kandev_dq.run.settings import store_option
+from kandev_dq.store.reference import StoreRef, store_ref
 from kandev_dq.store.target import (
-    chosen_store,
     refuse_non_kandev_sqlite_file,
     refuse_unreachable_server,
     refuse_unusable_sqlite_file,
-    sqlite_path,
 )
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import URL
 
 
 def project_folder(project: Path | None) -> Path:
@@ -49,35 +46,46 @@ def project_as_data(folder: Path, allow_project_code: bool) -> Path:
     return folder
 
 
+@dataclass(frozen=True)
+class RunInputs:
+    """A run's inputs, each read once and vetted: what the run then works on."""
+
+    folder: Path
+    store: StoreRef
+    records: StoreRef
+
+
 def run_inputs(
     project: Path | None,
-    store: str | None,
+    store: str | StoreRef | None,
     checkpoint: str,
     allow_project_code: bool,
-    records: str | None,
-) -> Path:
-    """A run's project folder, once it (as data, unless the user opted in), the checkpoint
-    name, the store and the records database have been vetted: bad input fails in well under
-    a second."""
+    records: str | StoreRef | None,
+) -> RunInputs:
+    """A run's project folder, store and records database, once the folder (as data, unless
+    the user opted in), the checkpoint name, the store and the records database have been
+    vetted: bad input fails in well under a second."""
     folder = project_as_data(project_folder(project), allow_project_code)
     checkpoint_name(folder, checkpoint)
-    kandev_store(store)
-    from kandev_dq.store.access import resolve_url
-
-    records_database(folder, records, allow_project_code, store=resolve_url(chosen_store(store)))
-    return folder
+    ref = kandev_store(store)
+    chosen = records_database(folder, records, allow_project_code, store=ref)
+    return RunInputs(folder, ref, chosen)
 
 
 def records_database(
-    project: Path, records: str | None, allow_project_code: bool, *, store: URL | None = None
-) -> str:
+    project: Path,
+    records: str | StoreRef | None,
+    allow_project_code: bool,
+    *,
+    store: StoreRef | None = None,
+) -> StoreRef:
     """The records database of ``project`` (``--records``, else the default,
-    :func:`kandev_dq.run.records.records_url`), once opened (its tables created and versioned):
+    :func:`kandev_dq.run.records.records_ref`), once opened (its tables created and versioned):
     refused before GX loads when it cannot be, or when it is the store a run validates
     (``store``), before anything is written."""
-    from kandev_dq.run.records import Records, records_url, refuse_the_store
+    from kandev_dq.run.records import Records, records_ref, refuse_the_store
 
-    chosen = records_url(project, records, allow_project_code=allow_project_code)
+    chosen = records_ref(project, records, allow_project_code=allow_project_code)
     if store is not None:
         refuse_the_store(chosen, store)
     Records(chosen).dispose()
@@ -98,26 +106,42 @@ def checkpoint_name(project: Path, name: str) -> str:
     return name
 
 
-def refuse_unusable_store(target: str | None) -> None:
-    """Refuse, before the SQL toolkit loads, a store named by a path that is a folder, no
-    file, or a file that is not a Kandev store (no database, an empty one, one without the
-    Kandev tables), or by a plain PostgreSQL URL whose server does not take the connection
-    (any other URL is left to :func:`kandev_store`)."""
-    chosen = chosen_store(target)
-    file = sqlite_path(chosen)
-    if file is not None:
-        refuse_unusable_sqlite_file(file)
-        refuse_non_kandev_sqlite_file(file)
+def chosen_store(target: str | StoreRef | None) -> StoreRef:
+    """The store a command works on (``--store``, else ``$KANDEV_STORE_URL``, else Kandev's
+    default file: :func:`kandev_dq.run.settings.store_option`), read once into its reference.
+    A plain path or PostgreSQL URL is read without the SQL toolkit; a URL that cannot be read
+    is a one-line error."""
+    if isinstance(target, StoreRef):
+        return target
+    return store_ref(store_option(target))
+
+
+def refuse_unusable_store(target: str | StoreRef | None) -> StoreRef:
+    """The store's reference, unless, before the SQL toolkit loads, it is refused: a path that
+    is a folder, no file, or a file that is not a Kandev store (no database, an empty one, one
+    without the Kandev tables), or a plain PostgreSQL URL whose server does not take the
+    connection (any other URL is left to :func:`kandev_store`)."""
+    ref = chosen_store(target)
+    if ref.is_path:
+        refuse_unusable_sqlite_file(ref.file)
+        refuse_non_kandev_sqlite_file(ref.file)
     else:
-        refuse_unreachable_server(chosen)
+        refuse_unreachable_server(ref.given)
+    return ref
 
 
-def kandev_store(target: str | None) -> None:
-    """Open ``target`` read-only and recognise a Kandev store, or raise a one-line error."""
-    refuse_unusable_store(target)
+def kandev_store(target: str | StoreRef | None) -> StoreRef:
+    """Recognise a Kandev store read-only, or raise a one-line error; its reference for the
+    command to work on. A SQLite path is recognised by the SQLite library alone, worded as the
+    full open words it (``tests/test_cli_inputs.py``): the run's own open is its only one. Any
+    other URL is opened once here, before GX loads, for its refusals."""
+    ref = refuse_unusable_store(target)
+    if ref.is_path:
+        return ref
     from kandev_dq.store.access import open_store
 
-    open_store(target, read_only=True).dispose()
+    open_store(ref, read_only=True).dispose()
+    return ref
 
 
 def expectation_name(name: str) -> str:

@@ -7,16 +7,18 @@ stores by :func:`store_identity`: no credentials.
 
 from __future__ import annotations
 
-from sqlalchemy.engine import URL
+from typing import TYPE_CHECKING
 
-from kandev_dq.store.access import shown_store, sqlite_file
+from kandev_dq.store.reference import StoreRef, store_ref
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
 
 
-def store_identity(url: URL) -> str:
-    """A store's name in the ledger and in run names: the URL without user or password.
+def store_identity(store: URL | StoreRef | str) -> str:
+    """A store's name in the ledger and in run names: the URL without user or password
+    (:attr:`~kandev_dq.store.reference.StoreRef.ledger_name`).
 
-    It differs from :func:`~kandev_dq.store.access.shown_store` only in a SQLite store's
-    prefix (``sqlite:/srv/k.db``), kept so that earlier ledgers and run names still match."""
-    if url.get_backend_name() == "sqlite":
-        return f"sqlite:{sqlite_file(url)}"
-    return shown_store(url)
+    It differs from the store's display name only in a SQLite store's prefix
+    (``sqlite:/srv/k.db``), kept so that earlier ledgers and run names still match."""
+    return store_ref(store).ledger_name

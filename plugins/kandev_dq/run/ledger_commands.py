@@ -13,21 +13,24 @@ from pathlib import Path
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.records import Accept, LedgerView, Records, records_url, refuse_the_store
+from kandev_dq.run.inputs import chosen_store
+from kandev_dq.run.records import Accept, LedgerView, Records, records_ref, refuse_the_store
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import chosen_store, open_store, resolve_url, shown_store
+from kandev_dq.store.access import open_store
+from kandev_dq.store.reference import StoreRef
 
 
-def ledger_view(project: Path, target: str | None, records: str | None = None) -> LedgerView:
+def ledger_view(
+    project: Path, target: str | StoreRef | None, records: str | None = None
+) -> LedgerView:
     """A store's baseline, first sightings and accepts (the store itself is not opened)."""
-    url = resolve_url(chosen_store(target))
-    identity = store_identity(url)
-    chosen = records_url(project, records)
-    refuse_the_store(chosen, url)  # opening records creates their tables: never in the store
+    store = chosen_store(target)
+    identity = store.ledger_name
+    chosen = records_ref(project, records)
+    refuse_the_store(chosen, store)  # opening records creates their tables: never in the store
     with Records(chosen) as opened:
         return LedgerView(
-            store=shown_store(url),
+            store=store.shown,
             records=opened.shown,
             baseline=opened.baseline(identity),
             entries=opened.ledger_entries(identity),
@@ -36,32 +39,39 @@ def ledger_view(project: Path, target: str | None, records: str | None = None) -
 
 
 def accept_key(
-    project: Path, target: str | None, key: str, reason: str, records: str | None = None
+    project: Path, target: str | StoreRef | None, key: str, reason: str, records: str | None = None
 ) -> Accept:
     """Accept ``key``'s current value in the store as its expected value from now on."""
+    return accepted_for(project, target, key, reason, records)[0]
+
+
+def accepted_for(
+    project: Path, target: str | StoreRef | None, key: str, reason: str, records: str | None = None
+) -> tuple[Accept, StoreRef]:
+    """:func:`accept_key`, and the store it accepted for, as read once."""
     if key not in ACTIVATION_KEYS:
         raise KandevDqError(
             f"--key {key!r} is not an activation key ({', '.join(ACTIVATION_KEYS)})"
         )
     if not reason.strip():
         raise KandevDqError("--reason must say why the change is legitimate")
-    chosen = records_url(project, records)
-    url = resolve_url(chosen_store(target))
-    refuse_the_store(chosen, url)
+    chosen = records_ref(project, records)
+    store = chosen_store(target)
+    refuse_the_store(chosen, store)
     with Records(chosen) as opened:
-        identity = store_identity(url)
+        identity = store.ledger_name
         if opened.baseline(identity) is None:
             raise KandevDqError(
-                f"no key ledger for {shown_store(url)} in {opened.shown}: nothing to accept "
+                f"no key ledger for {store.shown} in {opened.shown}: nothing to accept "
                 "(run `kandev-dq check` first)"
             )
-        store = open_store(target, read_only=True)
+        opened_store = open_store(store, read_only=True)
         try:
-            with store.snapshot() as conn:
+            with opened_store.snapshot() as conn:
                 now = read_keys(conn)[key]
         finally:
-            store.dispose()
-        return opened.accept(identity, key, now, reason)
+            opened_store.dispose()
+        return opened.accept(identity, key, now, reason), store
 
 
 def render_ledger(view: LedgerView) -> list[str]:

@@ -30,10 +30,10 @@ from kandev_dq.contract.rule_index import LIVE_WINDOW
 from kandev_dq.expectations.base import LIVE_KEY, register_metric
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.checkpoint import store_tag
-from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, now_text, refuse_the_store, results
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE, LiveSettings, live_settings
 from kandev_dq.run.write_once import records_of
+from kandev_dq.store.reference import store_ref
 from kandev_dq.store.snapshot import pin_of
 
 #: How many of a suite's newest stored results are read for this store's last watermark: runs
@@ -146,10 +146,11 @@ def live_window(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
     suite = params[LIVE_KEY]
     gx_engine = execution_engine.engine
     records = records_of(gx_adapter.validating_context(execution_engine))
-    refuse_the_store(records.url, gx_engine.url)  # validation never writes to the store
+    store = store_ref(gx_engine.url)
+    refuse_the_store(records.ref, store)  # validation never writes to the store
     pin = pin_of(gx_engine)
     watermark = pin.started_at if pin is not None and pin.started_at else datetime.now(UTC)
-    identity = store_identity(gx_engine.url)
+    identity = store.ledger_name
     previous = last_watermark(records, str(suite), identity)
     return decide(str(suite), previous, watermark, live_settings()) | {"store": identity}
 

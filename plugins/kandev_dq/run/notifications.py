@@ -45,26 +45,31 @@ from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import NOTIFY_WHEN as NOTIFY_WHEN_WORDS
 from kandev_dq.run.changes import ON_CHANGE
 from kandev_dq.run.results import RuleResult, rule_result
+
+# The channels' settings, named with every other setting: read through GX's config provider
+# (the environment, config_variables.yml), and handed to GX's actions as ${VAR} references.
+from kandev_dq.run.settings import (
+    API_URL,
+    EMAIL_FROM,
+    EMAIL_TO,
+    NOTIFY_ON,
+    NOTIFY_WHEN,
+    OPSGENIE_API_KEY,
+    OPSGENIE_REGION,
+    PAGERDUTY_API_KEY,
+    PAGERDUTY_ROUTING_KEY,
+    PREFIX,
+    SLACK_WEBHOOK,
+    SMTP_HOST,
+    SMTP_PASSWORD,
+    SMTP_PORT,
+    SMTP_SECURITY,
+    SMTP_USER,
+    TEAMS_WEBHOOK,
+)
 from kandev_dq.text import markdown_text, one_line, xml_text
 
 logger = logging.getLogger(__name__)
-
-PREFIX = "KANDEV_DQ_"
-NOTIFY_ON = f"{PREFIX}NOTIFY_ON"
-SLACK_WEBHOOK = f"{PREFIX}SLACK_WEBHOOK"
-TEAMS_WEBHOOK = f"{PREFIX}TEAMS_WEBHOOK"
-SMTP_HOST = f"{PREFIX}SMTP_HOST"
-SMTP_PORT = f"{PREFIX}SMTP_PORT"
-SMTP_SECURITY = f"{PREFIX}SMTP_SECURITY"
-SMTP_USER = f"{PREFIX}SMTP_USER"
-SMTP_PASSWORD = f"{PREFIX}SMTP_PASSWORD"
-EMAIL_FROM = f"{PREFIX}EMAIL_FROM"
-EMAIL_TO = f"{PREFIX}EMAIL_TO"
-API_URL = f"{PREFIX}API_URL"
-PAGERDUTY_ROUTING_KEY = f"{PREFIX}PAGERDUTY_ROUTING_KEY"
-PAGERDUTY_API_KEY = f"{PREFIX}PAGERDUTY_API_KEY"
-OPSGENIE_API_KEY = f"{PREFIX}OPSGENIE_API_KEY"
-OPSGENIE_REGION = f"{PREFIX}OPSGENIE_REGION"
 
 #: kandev-dq's notify-on word -> GX ``notify_on`` values, one action each. GX's "critical" and
 #: "warning" fire only when that is the run's *highest* failed severity, so the pair notifies
@@ -80,10 +85,6 @@ REPORTED_SEVERITIES: dict[str, tuple[str, ...]] = {
     "warning": ("warning",),
     "all": ("error", "warning", "info"),
 }
-#: When a channel notifies: on a change of state (default) or on every run it reports
-#: (:mod:`kandev_dq.run.changes`); ``KANDEV_DQ_NOTIFY_WHEN``, or per channel
-#: ``KANDEV_DQ_<CHANNEL>_NOTIFY_WHEN``.
-NOTIFY_WHEN = f"{PREFIX}NOTIFY_WHEN"
 #: How urgent a page is, by the GX ``notify_on`` that fired it (an error-severity rule failed,
 #: a warning-severity one did, or the run is reported whatever it found).
 PAGERDUTY_SEVERITY = {"critical": "error", "warning": "warning", "all": "info"}

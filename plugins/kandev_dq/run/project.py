@@ -26,6 +26,7 @@ from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX
 from kandev_dq.errors import KandevDqError
+from kandev_dq.run.settings import project_code_allowed_by_environment
 
 # The project's parts, named once where the vetting (which reads them before GX) defines them.
 # URL_VARIABLE is the GX config variable the data source's URL comes from: users name a store
@@ -139,8 +140,6 @@ def default_project() -> Path:
     )
 
 
-#: The environment's opt-in to a project's own code on GX's path (the CLI's --allow-project-code).
-ALLOW_PROJECT_CODE_VARIABLE = "KANDEV_DQ_ALLOW_PROJECT_CODE"
 #: Project folders whose code the user opted in to in this process (the CLI and the API).
 _trusted: set[Path] = set()
 
@@ -151,7 +150,7 @@ def trust_project_code(root: Path) -> None:
 
 
 def code_allowed(root: Path) -> bool:
-    return os.environ.get(ALLOW_PROJECT_CODE_VARIABLE) == "1" or root.resolve() in _trusted
+    return project_code_allowed_by_environment() or root.resolve() in _trusted
 
 
 class IncompleteSuiteError(KandevDqError):

@@ -16,7 +16,7 @@ from typing import Any
 from kandev_dq.contract.states import state_of
 from kandev_dq.facts.activation import describe_key
 from kandev_dq.run.records import Records, now_text
-from kandev_dq.store.access import redact
+from kandev_dq.store.target import redact
 
 
 def run_key(run_id) -> str:

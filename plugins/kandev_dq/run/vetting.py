@@ -23,6 +23,7 @@ from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SCOPED, RULE_INDEX
 from kandev_dq.errors import KandevDqError
+from kandev_dq.run.settings import RECORDS_VARIABLE, STORE_URL_VARIABLE
 from kandev_dq.text import one_line
 
 #: GX's names for a file context's parts, which kandev-dq's projects keep: the yml, and where
@@ -32,13 +33,10 @@ PROJECT_FILE = "great_expectations.yml"
 CHECKPOINT_DIR = "checkpoints"
 SUITE_DIR = "expectations"
 DEFINITION_DIR = "validation_definitions"
-#: The store variable: the data source's URL.
-URL_VARIABLE = "KANDEV_STORE_URL"
+#: The store variable: the data source's URL (the user's own setting of the store).
+URL_VARIABLE = STORE_URL_VARIABLE
 #: Modules a project's config may name by default: kandev-dq's own and GX's own.
 TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
-#: The records variable (``kandev_dq.run.records.RECORDS_VARIABLE``, whose module loads the SQL
-#: toolkit: vetting runs before it, and ``tests/test_hostile_project.py`` holds the two equal).
-RECORDS_VARIABLE = "KANDEV_DQ_RECORDS_URL"
 #: GX's own substitution (``great_expectations.core.config_substitutor``): ``${VAR}`` and
 #: ``$VAR`` unless escaped with a backslash.
 SUBSTITUTION = re.compile(r"(?<!\\)\$\{(.*?)\}|(?<!\\)\$([_a-zA-Z][_a-zA-Z0-9]*)")
@@ -129,10 +127,16 @@ def refuse(file: Path, where: str, problem: str) -> None:
     raise KandevDqError(f"{one_line(file)}: {place}: {problem}; {OPT_IN}")
 
 
+def project_config(root: Path) -> Any:
+    """The project's yml as GX reads it (safe YAML, without GX): the one way kandev-dq reads
+    it; a yml that cannot be read is a one-line error naming it."""
+    return _read(Path(root) / PROJECT_FILE, _yaml)
+
+
 def vet_project(root: Path) -> None:
     """Refuse a project holding anything kandev-dq itself would not write (module docstring)."""
     yml = Path(root) / PROJECT_FILE
-    config = _read(yml, _yaml)
+    config = project_config(root)
     _refuse_foreign_modules(yml, config)
     config = _only(yml, "", config, YML_KEYS)
     for checkpoint in _documents(yml, config, "checkpoint_store", CHECKPOINT_DIR, "checkpoints"):

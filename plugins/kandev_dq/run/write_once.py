@@ -18,11 +18,11 @@ from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.base import register_metric
 from kandev_dq.run import gx_adapter
-from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.records import Records, refuse_the_store
 from kandev_dq.run.results_store import RecordsStoreBackend
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.store.access import gx_facts, shown_store
+from kandev_dq.store.access import gx_facts
+from kandev_dq.store.reference import store_ref
 from kandev_dq.store.snapshot import pin_of
 
 #: The run name a first sighting records when GX's own API runs the checkpoint: GX does not
@@ -62,12 +62,13 @@ def write_once_ledger(execution_engine, params: dict[str, Any]) -> dict[str, Any
     gx_engine = execution_engine.engine
     records = records_of(gx_adapter.validating_context(execution_engine))
     # Validation never writes to the store it validates: checked on every path.
-    refuse_the_store(records.url, gx_engine.url)
+    store = store_ref(gx_engine.url)
+    refuse_the_store(records.ref, store)
     keys = gx_facts(gx_engine, "kandev.write_once_keys", read_keys)
     pin = pin_of(gx_engine)
     run_name = pin.run_name if pin is not None and pin.run_name else GX_API_RUN
-    ledger = take_ledger(records, store_identity(gx_engine.url), keys, run_name)
-    return ledger | {"store": shown_store(gx_engine.url)}  # named in the rule's remedy
+    ledger = take_ledger(records, store.ledger_name, keys, run_name)
+    return ledger | {"store": store.shown}  # named in the rule's remedy
 
 
 register_metric(WRITE_ONCE_LEDGER, write_once_ledger)

@@ -11,105 +11,35 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import sqlalchemy as sa
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy.engine import URL
 
 from kandev_dq.errors import StoreError
 from kandev_dq.store import sqlite_driver
+from kandev_dq.store.reference import (
+    StoreRef,
+    postgres_connector,
+    sqlite_file,
+    store_ref,
+)
 from kandev_dq.store.sidefiles import SideFiles
-from kandev_dq.store.target import (  # noqa: F401 - re-exported: the store's names, one place
-    APPLICATION_NAME,
+from kandev_dq.store.target import (
     BUSY_TIMEOUT_S,
-    CONNECT_TIMEOUT_S,
-    DEFAULT_STORE,
-    READ_ONLY_OPTION,
-    STORE_URL_VARIABLE,
-    chosen_store,
     connection_reason,
-    is_conninfo,
-    redact,
     refuse_missing_kandev_tables,
     refuse_unusable_sqlite_file,
-    shown_sqlite,
-    sqlite_path,
     without_secrets,
 )
-
-
-def resolve_url(target: str) -> URL:
-    """A SQLAlchemy URL for a URL or a SQLite file path (``postgresql://`` uses psycopg 3)."""
-    file = sqlite_path(target)
-    if file is not None:
-        return URL.create("sqlite", database=str(file))
-    if is_conninfo(target):
-        return conninfo_url(target)
-    try:
-        url = make_url(target)
-    except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
-        raise StoreError(f"not a database URL: {redact(target)}") from None
-    if "@" in (url.host or ""):  # the password holds an unencoded @: the rest reads as the host
-        raise StoreError(f"not a database URL: {redact(target)} (percent-encode the password)")
-    if url.drivername in ("postgresql", "postgres"):
-        url = url.set(drivername="postgresql+psycopg")
-    if url.get_backend_name() not in ("sqlite", "postgresql"):
-        raise StoreError(
-            f"unsupported database {url.get_backend_name()!r}: use SQLite or PostgreSQL"
-        )
-    return url
-
-
-#: The libpq parameters a SQLAlchemy URL holds in its own fields; the rest go to its query.
-_URL_FIELDS = {"user": "username", "password": "password", "host": "host", "dbname": "database"}
-
-
-def conninfo_url(conninfo: str) -> URL:
-    """The PostgreSQL URL of a libpq ``key=value`` connection string, read by libpq itself;
-    one libpq cannot read is refused without being shown (it may hold a password)."""
-    from psycopg import ProgrammingError
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
-    except ProgrammingError:
-        raise StoreError(
-            "not a database URL: a libpq key=value connection string that libpq cannot read "
-            "(not shown: it may hold a password)"
-        ) from None
-    fields: dict[str, Any] = {
-        field: params.pop(name) for name, field in _URL_FIELDS.items() if name in params
-    }
-    if params.get("port", "").isdigit() and "," not in fields.get("host", ""):
-        fields["port"] = int(params.pop("port"))
-    return URL.create("postgresql+psycopg", **fields, query=params)
-
-
-def sqlite_file(url: URL) -> Path:
-    """The absolute path of a SQLite store (a ``file:`` URI database included)."""
-    return Path(unquote((url.database or "").removeprefix("file:"))).resolve()
-
-
-def shown_store(url: URL) -> str:
-    """How every command, its JSON and the data docs name a store: a URL ``--store`` accepts,
-    without user or password; a SQLite file by its absolute path (``sqlite:////srv/k.db``)."""
-    if url.get_backend_name() == "sqlite":
-        return shown_sqlite(sqlite_file(url))
-    bare = without_secrets(url)._replace(drivername="postgresql", username=None)
-    return bare.render_as_string(hide_password=False)
-
-
-def with_pg_option(url: URL, option: str) -> URL:
-    """``url`` with a libpq ``-c`` option added to the ``options`` it already carries (e.g. a
-    search_path), which are kept."""
-    options = " ".join(o for o in (url.query.get("options", ""), option) if o)
-    return url.update_query_dict({"options": options})
 
 
 @dataclass
 class Store:
     """An open Kandev store."""
 
+    #: The store as the command named it (:class:`~kandev_dq.store.reference.StoreRef`).
+    ref: StoreRef
     url: URL
     engine: sa.Engine
     read_only: bool
@@ -133,13 +63,15 @@ class Store:
 
     @property
     def display_url(self) -> str:
-        """The URL with no password: what GX's data source is configured with."""
+        """The URL with no password, its user and driver kept: what GX's data source is
+        configured with (GX connects through :attr:`connect`). Not a display: outputs name the
+        store by :attr:`shown`."""
         return without_secrets(self.url).render_as_string(hide_password=False)
 
     @property
     def shown(self) -> str:
-        """The store as every output names it (:func:`shown_store`)."""
-        return shown_store(self.url)
+        """The store as every output names it (:attr:`StoreRef.shown`)."""
+        return self.ref.shown
 
     def snapshot(self):
         """One consistent read: PostgreSQL REPEATABLE READ (read-only), SQLite one read txn."""
@@ -173,29 +105,17 @@ def _sqlite_connector(path: str, read_only: bool, must_exist: bool) -> Callable[
     return connect
 
 
-def _postgres_connector(url: URL, read_only: bool) -> Callable[[], Any]:
-    """What SQLAlchemy would connect with, resolved once through the dialect's public API."""
-    if read_only:
-        url = with_pg_option(url, READ_ONLY_OPTION)
-    dialect = sa.create_engine(url).dialect  # creating an engine does not connect
-    cargs, cparams = dialect.create_connect_args(url)
-    cparams.update(connect_timeout=CONNECT_TIMEOUT_S, application_name=APPLICATION_NAME)
-
-    def connect() -> Any:
-        return dialect.connect(*cargs, **cparams)
-
-    return connect
-
-
 def open_store(
-    target: str | None,
+    target: StoreRef | str,
     *,
     read_only: bool = True,
     must_exist: bool = True,
     require_kandev: bool = True,
 ) -> Store:
-    """Open and probe a store; raise :class:`StoreError` with a one-line reason."""
-    url = resolve_url(chosen_store(target))
+    """Open and probe a store (a reference, or a URL or path read into one); raise
+    :class:`StoreError` with a one-line reason."""
+    ref = store_ref(target)
+    url = ref.url
     side_files = None
     if url.get_backend_name() == "sqlite":
         if not url.database or url.database == ":memory:":
@@ -205,10 +125,10 @@ def open_store(
         connect = _sqlite_connector(url.database, read_only, must_exist)
         engine = sa.create_engine("sqlite://", module=sqlite_driver.dbapi, creator=connect)
     else:
-        connect = _postgres_connector(url, read_only)
+        connect = postgres_connector(url, read_only)
         engine = sa.create_engine(url, creator=connect, pool_pre_ping=True)
     store = Store(
-        url=url, engine=engine, read_only=read_only, connect=connect, side_files=side_files
+        ref=ref, url=url, engine=engine, read_only=read_only, connect=connect, side_files=side_files
     )
     try:
         with engine.connect() as conn:
@@ -235,68 +155,11 @@ def gx_facts(gx_engine: sa.Engine, family: str, compute: Callable[[sa.Connection
 
     if pin_of(gx_engine) is not None:
         return facts_for(gx_engine, family, compute)
-    store = open_store(gx_engine.url.render_as_string(hide_password=False), read_only=True)
+    store = open_store(gx_engine.url, read_only=True)
     try:
         return facts_for(store.engine, family, compute)
     finally:
         store.dispose()
-
-
-@dataclass(frozen=True)
-class DatabaseIdentity:
-    """What makes two URLs one database, asked of the file system or of the server, never
-    taken from how the URL is spelled (:func:`database_identity`)."""
-
-    #: SQLite: the file's device and inode. PostgreSQL: the port the server listens on and
-    #: the database's name.
-    place: tuple
-    #: PostgreSQL: the cluster's system identifier, where the role may read it.
-    system: str | None = None
-    #: PostgreSQL: when the server started (seconds since the epoch, to the microsecond).
-    started: str | None = None
-
-    def same_as(self, other: DatabaseIdentity) -> bool:
-        """One database: one place, on one cluster (by its system identifier when both
-        sessions may read it, else by the server's start time, which every role may read)."""
-        if self.place != other.place:
-            return False
-        if self.system is not None and other.system is not None:
-            return self.system == other.system
-        return self.started == other.started
-
-
-def database_identity(url: URL) -> DatabaseIdentity | None:
-    """The identity of the database ``url`` names; None when it cannot be told (no such file,
-    no answer). SQLite: a hard link or another path to the file is the same database.
-    PostgreSQL: ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` are one server. Only a
-    read-only session is opened, and it runs these reads alone."""
-    if url.get_backend_name() == "sqlite":
-        try:
-            found = sqlite_file(url).stat()
-        except OSError:
-            return None
-        return DatabaseIdentity(("sqlite", found.st_dev, found.st_ino))
-    import psycopg
-
-    try:
-        conn = _postgres_connector(url, read_only=True)()
-    except (psycopg.Error, sa.exc.ArgumentError):
-        return None
-    try:
-        port, name, started = conn.execute(
-            "SELECT current_setting('port'), current_database(), "
-            "extract(epoch FROM pg_postmaster_start_time())::text"
-        ).fetchone()
-        try:
-            cluster = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
-            system = cluster.fetchone()[0]
-        except psycopg.errors.InsufficientPrivilege:  # revoked from PUBLIC on some servers
-            system = None
-        return DatabaseIdentity(("postgresql", port, name), system, started)
-    except psycopg.Error:
-        return None
-    finally:
-        conn.close()
 
 
 def require_writable(store: Store) -> None:

@@ -1,9 +1,10 @@
-"""What a user named as the store, read without the SQL toolkit.
+"""Refusing what a user named as the store, without the SQL toolkit.
 
 Importing SQLAlchemy takes a third of a second; a typo in ``--store`` (a missing file, a folder,
 a server that is not there) and the one-line error that reports any failure need none of it, so
-they are answered here (a plain PostgreSQL URL is tried with the driver alone) and
-:mod:`kandev_dq.store.access` builds on them once a store is really opened.
+they are answered here (a plain PostgreSQL URL is tried with the driver alone), on the reference
+:mod:`kandev_dq.store.reference` reads, and :mod:`kandev_dq.store.access` builds on them once a
+store is really opened.
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from kandev_dq.errors import StoreError
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
 #: Tables every rule reads: a database without one of them is not a Kandev store (exit 2).
 KANDEV_TABLES = ("task_session_messages", "kandev_meta", "task_sessions")
-#: The environment variable a user may name the store with (never set by kandev-dq).
-STORE_URL_VARIABLE = "KANDEV_STORE_URL"
 #: How long opening (or reading) a SQLite store waits for another process's lock.
 BUSY_TIMEOUT_S = 5.0
 #: How long connecting to a PostgreSQL server may take before it counts as unreachable (s).
@@ -70,22 +68,6 @@ _SECRET_SETTING = re.compile(
 #: that starts with a parameter name and ``=``, which libpq and psql read as one. It is never
 #: a SQLite path: name such a file ``./host=db``.
 _CONNINFO = re.compile(r"\s*[A-Za-z_]+\s*=")
-
-
-def chosen_store(target: str | None) -> str:
-    """The store a command works on: ``target``, else ``$KANDEV_STORE_URL``, else Kandev's
-    default SQLite file when it exists."""
-    if target:
-        return target
-    if os.environ.get(STORE_URL_VARIABLE):
-        return os.environ[STORE_URL_VARIABLE]
-    default = DEFAULT_STORE.expanduser()
-    if default.is_file():
-        return str(default)
-    raise StoreError(
-        f"no store given, and none at the default {DEFAULT_STORE}: "
-        f"pass --store or set {STORE_URL_VARIABLE}"
-    )
 
 
 def is_conninfo(target: str) -> bool:

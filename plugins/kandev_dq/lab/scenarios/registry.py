@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.errors import KandevDqError
-from kandev_dq.store.access import with_pg_option
+from kandev_dq.store.reference import with_pg_option
 
 SEVERITIES = ("error", "warning", "info")
 NON_UTC_ZONE = "America/New_York"

@@ -229,7 +229,7 @@ def scratch_sqlite(folder: Path, name: str) -> Iterator[str]:
 def scratch_postgres(server: str) -> Iterator[str]:
     """A new schema in the PostgreSQL database ``server`` names, dropped afterwards; yields a
     URL whose ``search_path`` is that schema."""
-    from kandev_dq.store.access import resolve_url
+    from kandev_dq.store.reference import resolve_url
 
     url = resolve_url(server)
     name = f"kdq_scenario_{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,127 @@
+"""Which database holds a project's records, and the one it may never be.
+
+``--records URL``, else ``$KANDEV_DQ_RECORDS_URL``, else the ``url`` of the validation results
+store's backend in ``great_expectations.yml``, else ``uncommitted/records.db`` (the precedence
+of :func:`kandev_dq.run.settings.chosen`). The records database is never the store under
+validation (:func:`refuse_the_store`), and a project's yml may name one outside its folder only
+under ``--allow-project-code`` (docs/reliability.md, 3a).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kandev_dq.errors import KandevDqError
+from kandev_dq.run.settings import RECORDS_VARIABLE, records_option
+from kandev_dq.store.reference import StoreRef, shown_records, sqlite_path, store_ref
+
+DEFAULT_RECORDS = Path("uncommitted") / "records.db"
+#: The key ledger kept as a JSON file before the records database: imported on first use.
+JSON_LEDGER = Path("uncommitted") / "key_ledger.json"
+
+
+def configured_url(root: Path) -> str | None:
+    """The ``url`` the project's yml gives the results store's backend, if any, read as the
+    vetting reads the yml (:func:`kandev_dq.run.vetting.project_config`, without GX). A yml
+    that cannot be read names none: loading the project says what is wrong with it."""
+    from kandev_dq.run.vetting import project_config
+
+    try:
+        config = project_config(root)
+    except KandevDqError:
+        return None
+    if not isinstance(config, dict):
+        return None
+    name = config.get("validation_results_store_name", "validation_results_store")
+    store = (config.get("stores") or {}).get(name) or {}
+    backend = store.get("store_backend") if isinstance(store, dict) else None
+    url = backend.get("url") if isinstance(backend, dict) else None
+    return str(url) if url else None
+
+
+def records_ref(
+    root: Path, given: str | StoreRef | None = None, *, allow_project_code: bool = False
+) -> StoreRef:
+    """The records database of a project, read once: ``given`` (``--records``), else
+    ``$KANDEV_DQ_RECORDS_URL``, else the yml's setting, else ``uncommitted/records.db``.
+
+    A project is data (docs/reliability.md, 3a): its yml may keep records only in a SQLite file
+    inside its own folder. Anything else (a server the project's author chose would receive
+    the store's samples) needs ``--allow-project-code``, or the user's own ``--records``.
+
+    A SQLite file's folder is created only inside the project (``uncommitted/``): elsewhere a
+    missing folder, or a file where a folder should be, is a one-line error naming the records
+    database, with nothing created. Text that is no database URL is the one-line error opening
+    it would give."""
+    if isinstance(given, StoreRef):
+        return _refuse_missing_folder(root, given)
+    return _refuse_missing_folder(root, store_ref(_chosen_records(root, given, allow_project_code)))
+
+
+def records_url(root: Path, given: str | None = None, *, allow_project_code: bool = False) -> str:
+    """The records database of a project as the text it was given by (:func:`records_ref`)."""
+    return records_ref(root, given, allow_project_code=allow_project_code).given
+
+
+def _chosen_records(root: Path, given: str | None, allow_project_code: bool) -> str:
+    users = records_option(given)
+    if users is not None:
+        return users
+    configured = configured_url(root)
+    if configured:
+        if not allow_project_code and not _inside(root, configured):
+            raise KandevDqError(
+                f"{Path(root) / 'great_expectations.yml'}: the results store's url names a "
+                f"records database outside the project folder ({shown_records(configured)}); "
+                f"pass --records or set {RECORDS_VARIABLE} yourself, or pass "
+                "--allow-project-code to use it"
+            )
+        if sqlite_path(configured) is not None:  # a SQLite path, relative to the project
+            return str((Path(root) / configured).resolve())
+        return configured
+    return str((Path(root) / DEFAULT_RECORDS).resolve())
+
+
+def _refuse_missing_folder(root: Path, records: StoreRef) -> StoreRef:
+    """``records``, unless it is a SQLite file whose folder cannot hold it: a file stands on
+    its path, or the folder is missing outside the project (kandev-dq creates no folder
+    it was not asked for)."""
+    if records.file is None:
+        return records
+    folder = records.file.parent
+    existing = next(part for part in (folder, *folder.parents) if part.exists())
+    if not existing.is_dir():
+        raise KandevDqError(f"records database {records.shown}: {existing} is a file, not a folder")
+    if existing != folder and not folder.is_relative_to(Path(root).resolve()):
+        raise KandevDqError(
+            f"records database {records.shown}: the folder {folder} does not exist; "
+            "create it first, or name a records database in a folder that exists"
+        )
+    return records
+
+
+def _inside(root: Path, url: str) -> bool:
+    """Whether ``url`` is a SQLite file inside the project folder ``root``."""
+    target = str(Path(root) / url) if sqlite_path(url) is not None else url
+    try:
+        ref = store_ref(target)
+    except KandevDqError:
+        return False
+    return ref.file is not None and ref.file.is_relative_to(Path(root).resolve())
+
+
+def same_database(a, b) -> bool:
+    """Whether two databases (references, URLs or their text) are one
+    (:meth:`~kandev_dq.store.reference.StoreRef.same_database`)."""
+    return store_ref(a).same_database(store_ref(b))
+
+
+def refuse_the_store(records, store) -> None:
+    """Exit 2 when the records database is the store under validation (each a reference, a
+    URL or its text): validation never writes to the store it validates."""
+    records = store_ref(records)
+    if records.same_database(store_ref(store)):
+        raise KandevDqError(
+            f"the records database {records.shown} is the store under validation: "
+            f"name another one with --records or {RECORDS_VARIABLE}"
+        )

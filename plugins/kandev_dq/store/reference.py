@@ -1,0 +1,287 @@
+"""A database named once: the store (or records database) a command works on, as one value.
+
+A command reads its ``--store`` (or ``--records``) once, at its edge, into a
+:class:`StoreRef`: the option as given, the kind of database, the SQLite file, the URL, the one
+name every output shows it by, and its name in the records database. Everything after that
+(the refusals before GX, :func:`kandev_dq.store.access.open_store`, the records-vs-store
+refusal, the run name, the key ledger) takes the reference and resolves nothing again.
+
+Importing SQLAlchemy takes a third of a second: a SQLite path and a plain PostgreSQL URL are
+read here without it (the refusals of a missing file or an unreachable server come before it
+loads, ``tests/test_cli_inputs.py``); any other URL, and :attr:`StoreRef.url`, load it lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from kandev_dq.errors import StoreError
+from kandev_dq.store.target import (
+    APPLICATION_NAME,
+    CONNECT_TIMEOUT_S,
+    READ_ONLY_OPTION,
+    is_conninfo,
+    plain_postgres_shown,
+    redact,
+    shown_sqlite,
+    sqlite_path,
+    without_secrets,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlalchemy.engine import URL
+
+SQLITE = "sqlite"
+POSTGRESQL = "postgresql"
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """One database as a command named it, resolved once (:func:`store_ref`)."""
+
+    #: The option as given (``--store``, ``$KANDEV_STORE_URL``, the default file): it may hold
+    #: a password, so it is never shown (``repr`` leaves it out).
+    given: str = field(repr=False)
+    #: :data:`SQLITE` or :data:`POSTGRESQL`.
+    kind: str
+    #: The absolute SQLite file (None for PostgreSQL, and for SQLite's in-memory database).
+    file: Path | None
+    #: How every output, the JSON and the data docs name it (:func:`shown_store`).
+    shown: str
+
+    @cached_property
+    def url(self) -> URL:
+        """The SQLAlchemy URL (``postgresql://`` uses psycopg 3); loads the SQL toolkit."""
+        return resolve_url(self.given)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.kind == SQLITE
+
+    @property
+    def is_path(self) -> bool:
+        """Named by a plain file path (not a ``sqlite://`` URL): a SQLite file the SQLite
+        library alone can vet."""
+        return sqlite_path(self.given) is not None
+
+    @property
+    def ledger_name(self) -> str:
+        """The database's name in the records database (key ledger, baselines, run names):
+        :attr:`shown` but for a SQLite store's prefix (``sqlite:/srv/k.db``), kept as it was
+        so that existing records still match."""
+        if self.is_sqlite:
+            return "sqlite:" + self.shown.removeprefix("sqlite:///")
+        return self.shown
+
+    def identity(self) -> DatabaseIdentity | None:
+        """What makes it one database, asked of the file system or the server
+        (:func:`database_identity`)."""
+        return database_identity(self.url)
+
+    def same_database(self, other: StoreRef) -> bool:
+        """Whether ``other`` is this database: spelled alike (the same SQLite file, or the same
+        PostgreSQL database on the same host and port, whatever the user, options or schema),
+        or found to be one (:meth:`identity`: a hard link, another spelling of the server's
+        address)."""
+        if self.kind != other.kind:
+            return False
+        if self.is_sqlite:
+            if self.file == other.file:
+                return True
+        else:
+            place = lambda u: ((u.host or "localhost").lower(), u.port or 5432, u.database)  # noqa: E731
+            if place(self.url) == place(other.url):
+                return True
+        found, theirs = self.identity(), other.identity()
+        return found is not None and theirs is not None and found.same_as(theirs)
+
+
+def store_ref(given: str | StoreRef | URL) -> StoreRef:
+    """The reference of a SQLite path, a ``postgresql://`` URL, a libpq connection string or
+    any SQLAlchemy URL (text, or a URL object such as GX's engine's); a URL that cannot be
+    read, or of another database, is a one-line :class:`StoreError` (exit 2). A reference is
+    returned as it is."""
+    if isinstance(given, StoreRef):
+        return given
+    if not isinstance(given, str):  # a SQLAlchemy URL, already read
+        return _of_url(given.render_as_string(hide_password=False), given)
+    file = sqlite_path(given)
+    if file is not None:
+        # Named as the URL of the path names it (sqlite_file): a ``%xx`` in a path reads as
+        # it always has in outputs and in the records' store names.
+        return StoreRef(given, SQLITE, file, shown_sqlite(Path(unquote(str(file))).resolve()))
+    shown = plain_postgres_shown(given)
+    if shown is not None:
+        return StoreRef(given, POSTGRESQL, None, shown)
+    return _of_url(given, resolve_url(given))
+
+
+def _of_url(given: str, url: URL) -> StoreRef:
+    kind = url.get_backend_name()
+    in_memory = kind == SQLITE and (not url.database or url.database == ":memory:")
+    file = sqlite_file(url) if kind == SQLITE and not in_memory else None
+    ref = StoreRef(given, kind, file, shown_store(url))
+    ref.__dict__["url"] = url  # already read: cached_property's own slot
+    return ref
+
+
+def shown_records(given: str | StoreRef) -> str:
+    """How outputs name a records database: as a store (:attr:`StoreRef.shown`), or, when it
+    is not a database URL at all, the text without its secrets."""
+    try:
+        return store_ref(given).shown
+    except StoreError:
+        return redact(given if isinstance(given, str) else given.given)
+
+
+def resolve_url(target: str) -> URL:
+    """A SQLAlchemy URL for a URL or a SQLite file path (``postgresql://`` uses psycopg 3)."""
+    import sqlalchemy as sa
+    from sqlalchemy.engine import URL, make_url
+
+    file = sqlite_path(target)
+    if file is not None:
+        return URL.create("sqlite", database=str(file))
+    if is_conninfo(target):
+        return conninfo_url(target)
+    try:
+        url = make_url(target)
+    except (sa.exc.ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
+        raise StoreError(f"not a database URL: {redact(target)}") from None
+    if "@" in (url.host or ""):  # the password holds an unencoded @: the rest reads as the host
+        raise StoreError(f"not a database URL: {redact(target)} (percent-encode the password)")
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() not in (SQLITE, POSTGRESQL):
+        raise StoreError(
+            f"unsupported database {url.get_backend_name()!r}: use SQLite or PostgreSQL"
+        )
+    return url
+
+
+#: The libpq parameters a SQLAlchemy URL holds in its own fields; the rest go to its query.
+_URL_FIELDS = {"user": "username", "password": "password", "host": "host", "dbname": "database"}
+
+
+def conninfo_url(conninfo: str) -> URL:
+    """The PostgreSQL URL of a libpq ``key=value`` connection string, read by libpq itself;
+    one libpq cannot read is refused without being shown (it may hold a password)."""
+    from psycopg import ProgrammingError
+    from psycopg.conninfo import conninfo_to_dict
+    from sqlalchemy.engine import URL
+
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
+    except ProgrammingError:
+        raise StoreError(
+            "not a database URL: a libpq key=value connection string that libpq cannot read "
+            "(not shown: it may hold a password)"
+        ) from None
+    fields: dict[str, Any] = {
+        field: params.pop(name) for name, field in _URL_FIELDS.items() if name in params
+    }
+    if params.get("port", "").isdigit() and "," not in fields.get("host", ""):
+        fields["port"] = int(params.pop("port"))
+    return URL.create("postgresql+psycopg", **fields, query=params)
+
+
+def sqlite_file(url: URL) -> Path:
+    """The absolute path of a SQLite store (a ``file:`` URI database included)."""
+    return Path(unquote((url.database or "").removeprefix("file:"))).resolve()
+
+
+def shown_store(url: URL) -> str:
+    """The one display form of a database: a URL ``--store`` accepts, without user or
+    password; a SQLite file by its absolute path (``sqlite:////srv/k.db``). A plain PostgreSQL
+    URL's fast form (:func:`~kandev_dq.store.target.plain_postgres_shown`) is this, unloaded."""
+    if url.get_backend_name() == SQLITE:
+        return shown_sqlite(sqlite_file(url))
+    bare = without_secrets(url)._replace(drivername="postgresql", username=None)
+    return bare.render_as_string(hide_password=False)
+
+
+def with_pg_option(url: URL, option: str) -> URL:
+    """``url`` with a libpq ``-c`` option added to the ``options`` it already carries (e.g. a
+    search_path), which are kept."""
+    options = " ".join(o for o in (url.query.get("options", ""), option) if o)
+    return url.update_query_dict({"options": options})
+
+
+def postgres_connector(url: URL, read_only: bool) -> Callable[[], Any]:
+    """What SQLAlchemy would connect with, resolved once through the dialect's public API."""
+    import sqlalchemy as sa
+
+    if read_only:
+        url = with_pg_option(url, READ_ONLY_OPTION)
+    dialect = sa.create_engine(url).dialect  # creating an engine does not connect
+    cargs, cparams = dialect.create_connect_args(url)
+    cparams.update(connect_timeout=CONNECT_TIMEOUT_S, application_name=APPLICATION_NAME)
+
+    def connect() -> Any:
+        return dialect.connect(*cargs, **cparams)
+
+    return connect
+
+
+@dataclass(frozen=True)
+class DatabaseIdentity:
+    """What makes two URLs one database, asked of the file system or of the server, never
+    taken from how the URL is spelled (:func:`database_identity`)."""
+
+    #: SQLite: the file's device and inode. PostgreSQL: the port the server listens on and
+    #: the database's name.
+    place: tuple
+    #: PostgreSQL: the cluster's system identifier, where the role may read it.
+    system: str | None = None
+    #: PostgreSQL: when the server started (seconds since the epoch, to the microsecond).
+    started: str | None = None
+
+    def same_as(self, other: DatabaseIdentity) -> bool:
+        """One database: one place, on one cluster (by its system identifier when both
+        sessions may read it, else by the server's start time, which every role may read)."""
+        if self.place != other.place:
+            return False
+        if self.system is not None and other.system is not None:
+            return self.system == other.system
+        return self.started == other.started
+
+
+def database_identity(url: URL) -> DatabaseIdentity | None:
+    """The identity of the database ``url`` names; None when it cannot be told (no such file,
+    no answer). SQLite: a hard link or another path to the file is the same database.
+    PostgreSQL: ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` are one server. Only a
+    read-only session is opened, and it runs these reads alone."""
+    if url.get_backend_name() == SQLITE:
+        try:
+            found = sqlite_file(url).stat()
+        except OSError:
+            return None
+        return DatabaseIdentity((SQLITE, found.st_dev, found.st_ino))
+    import psycopg
+    import sqlalchemy as sa
+
+    try:
+        conn = postgres_connector(url, read_only=True)()
+    except (psycopg.Error, sa.exc.ArgumentError):
+        return None
+    try:
+        port, name, started = conn.execute(
+            "SELECT current_setting('port'), current_database(), "
+            "extract(epoch FROM pg_postmaster_start_time())::text"
+        ).fetchone()
+        try:
+            cluster = conn.execute("SELECT system_identifier::text FROM pg_control_system()")
+            system = cluster.fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege:  # revoked from PUBLIC on some servers
+            system = None
+        return DatabaseIdentity((POSTGRESQL, port, name), system, started)
+    except psycopg.Error:
+        return None
+    finally:
+        conn.close()
