@@ -9,6 +9,7 @@ of GX's site machinery that the seam replaces or reaches into.
 from __future__ import annotations
 
 from collections import OrderedDict
+from pathlib import Path
 
 from great_expectations.render.renderer.site_builder import (
     DefaultSiteIndexBuilder,
@@ -167,3 +168,26 @@ def test_the_index_table_shows_each_result_with_its_suite_verdict():
     assert "fa-info-circle" in shown[0][0] and shown[0][1] == "Succeeded with info findings"
     assert "fa-times" in shown[1][0] and shown[1][1] == "Failed"
     assert shown[2] == (["fas", "fa-times", "text-danger", "ge-failed-icon"], "Failed")  # GX's own
+
+
+def test_the_overview_model_has_no_gx_import_of_its_own():
+    """The overview's facts are read through GX's public store calls on the objects it is
+    given; only the seam and the page (GX's content blocks) import GX."""
+    import ast
+
+    from kandev_dq.report import overview_model
+
+    tree = ast.parse(Path(overview_model.__file__).read_text(encoding="utf-8"))
+    imported = {
+        name
+        for node in ast.walk(tree)
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom)
+            else []
+        )
+    }
+    assert "kandev_dq.run.results_store" in imported  # the walk sees the module's imports
+    assert not {name for name in imported if name.split(".")[0] == "great_expectations"}
