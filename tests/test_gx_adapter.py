@@ -208,25 +208,134 @@ def test_the_pinned_snapshot_is_read_only_repeatable_and_never_jit_compiled(pg_t
         store.dispose()
 
 
-def test_the_index_table_shows_each_result_with_its_suite_verdict():
-    """GX's index table: one row per validations link, in order, its status cell an ``<i>`` whose
-    classes GX styles; the adapter replaces those classes and the filter text per verdict."""
-    links = [
-        {"expectation_suite_name": "activation", "validation_success": False, **extra}
-        for extra in ({"kandev_verdict": "info"}, {"kandev_verdict": "failed"}, {})
-    ]
-    table = gx_adapter.KandevSiteIndexTableRenderer._generate_validation_results_link_table(
-        {"validations_links": links}
+# --- what an action returns when it has sent -----------------------------------------------------
+
+
+def test_gx_actions_return_what_delivered_reads_when_they_sent(target, project, monkeypatch):
+    """``delivered`` reads each action's return value, which GX declares nowhere: a send that
+    went through reads as delivered, one the receiver refused does not."""
+    import smtplib
+
+    import requests
+    from great_expectations.checkpoint import (
+        EmailAction,
+        MicrosoftTeamsNotificationAction,
+        OpsgenieAlertAction,
+        SlackNotificationAction,
     )
-    shown = [
-        (
-            row["validation_success"].string_template["styling"]["params"]["validation_success"][
-                "classes"
-            ],
-            row["_validation_success_text"],
-        )
-        for row in table.table_data
+
+    StoreBuilder(target.engine).create().keys(CAPTURE, "", CAPTURE)
+    store = open_store(target.url)
+    try:
+        context = load_context(project, store_url=store.display_url)
+        with (
+            gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,
+            snapshot.pinned(store.engine, reader=gx_engine),
+        ):
+            result = runs.run_checkpoint(context, "nightly", runs.new_run_id("nightly", "test"))
+    finally:
+        store.dispose()
+    actions = [
+        SlackNotificationAction(name="s", slack_webhook="http://127.0.0.1:9/", notify_on="all"),
+        MicrosoftTeamsNotificationAction(
+            name="t", teams_webhook="http://127.0.0.1:9/", notify_on="all"
+        ),
+        OpsgenieAlertAction(name="o", api_key="key", notify_on="all"),
+        EmailAction(
+            name="e",
+            smtp_address="127.0.0.1",
+            smtp_port="9",
+            sender_login="bot",
+            sender_password="pw",
+            receiver_emails="oncall@example.org",
+            use_tls=False,
+            use_ssl=False,
+            notify_on="all",
+        ),
     ]
-    assert "fa-info-circle" in shown[0][0] and shown[0][1] == "Succeeded with info findings"
-    assert "fa-times" in shown[1][0] and shown[1][1] == "Failed"
-    assert shown[2] == (["fas", "fa-times", "text-danger", "ge-failed-icon"], "Failed")  # GX's own
+
+    def answering(status: int):
+        def post(self, *args, **kwargs):
+            response = requests.Response()
+            response.status_code = status
+            response.url = "http://127.0.0.1:9/"
+            return response
+
+        return post
+
+    class Mailer:
+        refuse = False
+
+        def __init__(self, *args, **kwargs) -> None:
+            pass
+
+        def login(self, *args) -> None:
+            pass
+
+        def sendmail(self, *args) -> None:
+            if Mailer.refuse:
+                raise smtplib.SMTPRecipientsRefused({})
+
+        def quit(self) -> None:
+            pass
+
+    monkeypatch.setattr(smtplib, "SMTP", Mailer)
+    monkeypatch.setattr(requests.Session, "post", answering(200))
+    sent = {a.type: gx_adapter.run_action(a, context, result) for a in actions}
+    assert {t: gx_adapter.delivered(t, r) for t, r in sent.items()} == dict.fromkeys(sent, True)
+
+    monkeypatch.setattr(requests.Session, "post", answering(500))
+    Mailer.refuse = True
+    refused = {a.type: gx_adapter.run_action(a, context, result) for a in actions}
+    assert not any(gx_adapter.delivered(t, r) for t, r in refused.items()), refused
+
+
+def test_the_results_store_reads_keys_as_gx_writes_and_parses_them():
+    """GX writes a result's run time in :data:`gx_adapter.RUN_TIME_FORMAT`; the store reads the
+    key back without GX's parse, and gets GX's own key (a named run and one without a name)."""
+    from datetime import UTC, datetime
+
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.store import ValidationResultsStore as GXResultsStore
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    gx_store = GXResultsStore(store_backend={"class_name": "InMemoryStoreBackend"})
+    ours = gx_adapter.ValidationResultsStore(store_backend={"class_name": "InMemoryStoreBackend"})
+    for name, when in (
+        ("nightly@store-1a2b3c4d", datetime(2026, 7, 30, 1, 39, 37, 271235, tzinfo=UTC)),
+        (None, datetime(2026, 7, 30, 1, 39, 37, tzinfo=UTC)),
+    ):
+        key = ValidationResultIdentifier(
+            ExpectationSuiteIdentifier("a.suite"), RunIdentifier(name, when), "kandev_meta"
+        )
+        written = key.to_tuple()
+        assert written[-2] == when.strftime(gx_adapter.RUN_TIME_FORMAT)
+        read = ours.tuple_to_key(written)
+        assert read == gx_store.tuple_to_key(written)
+        assert read.run_id.run_time == gx_store.tuple_to_key(written).run_id.run_time
+        assert read.to_tuple() == written
+
+
+def test_gx_keeps_a_results_store_only_under_its_own_class_name():
+    """GX's config replaces a results store whose ``class_name`` is not GX's own with an
+    in-memory one (``DataContextConfig._init_stores``): the adapter's store keeps the name."""
+    from great_expectations.data_context.types.base import DataContextConfig
+
+    def configured(class_name: str) -> dict:
+        config = {
+            "class_name": class_name,
+            "module_name": "kandev_dq.run.results_store",
+            "store_backend": {"class_name": "InMemoryStoreBackend"},
+        }
+        stores = DataContextConfig(
+            stores={"validation_results_store": config},
+            validation_results_store_name="validation_results_store",
+        ).stores
+        return stores["validation_results_store"]
+
+    assert gx_adapter.ValidationResultsStore.__name__ == "ValidationResultsStore"
+    assert configured("ValidationResultsStore")["module_name"] == "kandev_dq.run.results_store"
+    assert configured("KandevResultsStore") == {"class_name": "ValidationResultsStore"}

@@ -519,7 +519,7 @@ def test_pages_show_a_bounded_window_of_a_long_history(
     and timeline show the newest runs only, and say so, and the run never lists every stored
     result (timed in `python -m bench --history-growth`)."""
     from bench.docs_history import seed_earlier_runs, seed_pages
-    from kandev_dq.report import site
+    from kandev_dq.report import overview_model, overview_page
     from kandev_dq.report.history import TIMELINE_RUNS
     from kandev_dq.run import records as rec
 
@@ -536,12 +536,17 @@ def test_pages_show_a_bounded_window_of_a_long_history(
     assert listed["every key"] == 0
     site_folder = Path(report.docs_index).parent
     index = (site_folder / "index.html").read_text(encoding="utf-8")
-    assert len(_result_pages(index)) == site.INDEX_RESULTS_LIMIT < 301 * 3
-    assert f"This index lists the last {site.INDEX_RESULTS_LIMIT} validation results" in index
+    assert len(_result_pages(index)) == overview_model.INDEX_RESULTS_LIMIT < 301 * 3
+    assert (
+        f"This index lists the last {overview_model.INDEX_RESULTS_LIMIT} validation results"
+        in index
+    )
     assert "<code>kandev-dq history</code> lists more" in index
-    overview = (site_folder / site.OVERVIEW_PAGE).read_text(encoding="utf-8")
-    assert len(_result_pages(overview)) == site.RUNS_SHOWN * 3  # nightly's three suites a run
-    assert f"the last {site.RUNS_SHOWN} runs, newest first" in overview
+    overview = (site_folder / overview_page.OVERVIEW_PAGE).read_text(encoding="utf-8")
+    assert (
+        len(_result_pages(overview)) == overview_model.RUNS_SHOWN * 3
+    )  # nightly's three suites a run
+    assert f"the last {overview_model.RUNS_SHOWN} runs, newest first" in overview
     assert f"this store's last {TIMELINE_RUNS} run(s) (at most {TIMELINE_RUNS})" in overview
     past = history(project, sqlite_target.url, records=records)
     assert len(past.runs) == 20 and len(past.timeline.points) == TIMELINE_RUNS
@@ -729,15 +734,15 @@ def test_a_check_builds_each_results_pages_and_the_run_wide_pages_once(
 ):
     """GX's docs action builds the site once per validation result; the overview (and its
     chart), the index and the assets are built once per run, after every result's pages."""
-    from kandev_dq.report import site
+    from kandev_dq.report import gx_site
 
     calls = {"overview": 0, "assets": 0}
     monkeypatch.setattr(
-        site.KandevSiteBuilder,
+        gx_site.KandevSiteBuilder,
         "write_overview",
-        _counting(calls, "overview", site.KandevSiteBuilder.write_overview),
+        _counting(calls, "overview", gx_site.KandevSiteBuilder.write_overview),
     )
-    monkeypatch.setattr(site, "copy_assets", _counting(calls, "assets", site.copy_assets))
+    monkeypatch.setattr(gx_site, "copy_assets", _counting(calls, "assets", gx_site.copy_assets))
     _healthy(sqlite_target)
     report = run_check(project, sqlite_target.url, "pre_release")
     assert calls == {"overview": 1, "assets": 1}

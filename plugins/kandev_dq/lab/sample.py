@@ -13,9 +13,14 @@ Two modes:
   (CONTRACT §2); a stopped writer leaves none (the AC-26 shortfall).
 
 The same seed yields the same rows on both dialects. Timestamps are UTC; SQLite receives
-Go's text form (``2026-07-30 01:39:37.271235+00:00``, zeros trimmed), PostgreSQL naive UTC.
-Rows are produced one scale unit at a time and written in chunks (executemany on SQLite,
-COPY on PostgreSQL), so memory stays flat at any scale.
+Go's text form (``2026-07-30 01:39:37.271235+00:00``, zeros trimmed:
+:func:`kandev_dq.lab.gotime.go_text`), PostgreSQL naive UTC; the columns holding instants are
+named in :data:`INSTANT_COLUMNS`. Rows are produced one scale unit at a time and written in
+chunks (executemany on SQLite, COPY on PostgreSQL), so memory stays flat at any scale.
+
+The module is longer than most: history and live traffic share the message model, the
+text generator, the launch metadata and the bulk writer, and each mode's rows depend on the
+order of its draws from one seeded generator, which a split across modules would obscure.
 """
 
 from __future__ import annotations
@@ -23,7 +28,6 @@ from __future__ import annotations
 import json
 import random
 import string
-import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,6 +38,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, parse_key, parse_stored
+from kandev_dq.lab.gotime import go_text_us
 from kandev_dq.lab.livewriter import healthy_live_row
 from kandev_dq.sql.dialect import utc_instant
 
@@ -92,6 +97,8 @@ TURN_COLUMNS = (
     "updated_at",
 )
 SESSION_COLUMNS = ("id", "task_id", "started_at", "updated_at")
+#: The columns of those rows holding instants (µs after the epoch until written).
+INSTANT_COLUMNS = frozenset({"started_at", "completed_at", "created_at", "updated_at"})
 
 _SUBAGENT_TYPES = (
     ("general-purpose", 50),
@@ -201,15 +208,6 @@ def _micros(value: datetime) -> int:
 
 def _aware(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
-
-
-def _go_text(us: int) -> str:
-    """Go's SQLite text for an instant: trimmed fraction, no '.' at a whole second (§1)."""
-    sec, frac = divmod(us, _SECOND)
-    head = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(sec))
-    if frac:
-        return f"{head}.{frac:06d}".rstrip("0") + "+00:00"
-    return head + "+00:00"
 
 
 def _naive(us: int) -> datetime:
@@ -458,11 +456,13 @@ class _Writer:
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
         self.postgres = conn.dialect.name == "postgresql"
-        self.stamp = _naive if self.postgres else _go_text
+        self.stamp = _naive if self.postgres else go_text_us
 
-    def _rows(self, table: sa.Table, columns: tuple[str, ...], rows: list[tuple], stamps: set[int]):
+    def _rows(self, table: sa.Table, columns: tuple[str, ...], rows: list[tuple]) -> None:
         if not rows:
             return
+        # Instants are kept as µs until written: each dialect takes its own form of them.
+        stamped = [c in INSTANT_COLUMNS for c in columns]
         if self.postgres:
             raw = self.conn.connection.dbapi_connection
             with (
@@ -472,8 +472,8 @@ class _Writer:
                 for row in rows:
                     copy.write_row(
                         [
-                            self.stamp(v) if i in stamps and v is not None else v
-                            for i, v in enumerate(row)
+                            self.stamp(v) if s and v is not None else v
+                            for s, v in zip(stamped, row, strict=True)
                         ]
                     )
         else:
@@ -481,21 +481,21 @@ class _Writer:
                 table.insert(),
                 [
                     {
-                        c: (self.stamp(v) if i in stamps and v is not None else v)
-                        for i, (c, v) in enumerate(zip(columns, row, strict=True))
+                        c: (self.stamp(v) if s and v is not None else v)
+                        for c, s, v in zip(columns, stamped, row, strict=True)
                     }
                     for row in rows
                 ],
             )
 
     def sessions(self, rows: list[tuple]) -> None:
-        self._rows(schema.task_sessions, SESSION_COLUMNS, rows, {2, 3})
+        self._rows(schema.task_sessions, SESSION_COLUMNS, rows)
 
     def turns(self, rows: list[tuple]) -> None:
-        self._rows(schema.task_session_turns, TURN_COLUMNS, rows, {3, 4, 6, 7})
+        self._rows(schema.task_session_turns, TURN_COLUMNS, rows)
 
     def messages(self, rows: list[tuple]) -> None:
-        self._rows(schema.task_session_messages, MESSAGE_COLUMNS, rows, {10, 11})
+        self._rows(schema.task_session_messages, MESSAGE_COLUMNS, rows)
 
 
 class _BulkSession:

@@ -46,15 +46,14 @@ from kandev_dq.contract.instants import (
     parse_key,
     parse_stored,
 )
+from kandev_dq.lab.gotime import MICROSECOND_NS, SECOND_NS, go_text
 from kandev_dq.lab.livewriter import healthy_live_row
 from kandev_dq.lab.storebuilder import SUBAGENT_FIELDS
 from kandev_dq.migration import backfill as migration_backfill
 from kandev_dq.sql import keys
 from kandev_dq.sql.dialect import utc_instant
 
-MICROSECOND_NS = 1_000
 MILLISECOND_NS = 1_000_000
-SECOND_NS = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: Tables an upstream store holds that are no concern of the contract's.
@@ -106,14 +105,6 @@ def now_ns() -> int:
 
 def epoch_ns(value: datetime) -> int:
     return (value - _EPOCH) // timedelta(microseconds=1) * MICROSECOND_NS
-
-
-def go_text(ns: int) -> str:
-    """Go's SQLite text for an instant: up to 9 fraction digits, zeros trimmed (CONTRACT §1)."""
-    seconds, fraction = divmod(ns, SECOND_NS)
-    head = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
-    digits = f"{fraction:09d}".rstrip("0")
-    return f"{head}.{digits}+00:00" if digits else f"{head}+00:00"
 
 
 def current_timestamp_text(ns: int) -> str:

@@ -23,7 +23,7 @@ switched off for the run, whatever the project's ``progress_bars`` say.
 result (five times for ``pre_release``). During a checkpoint run each of those builds renders
 its own result's pages only; the pages covering every run (the overview with its timeline,
 the index, the assets) are built once, after the checkpoint, for the same sites
-(:data:`DOCS_PAGES`).
+(:func:`kandev_dq.run.gx_adapter.building_pages`).
 
 **Notifications** use GX's own action classes (Slack, Microsoft Teams, email, API, PagerDuty,
 Opsgenie; :mod:`kandev_dq.run.notifications` builds them from the environment or the project's
@@ -43,8 +43,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from kandev_dq.run import gx_adapter, notifications
 from kandev_dq.run.changes import ON_CHANGE, Changes, notifies
@@ -53,13 +52,6 @@ from kandev_dq.run.results import failed_by_severity
 logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-#: Which pages a data docs build renders: ``all`` (any build outside a checkpoint run),
-#: ``results`` (a checkpoint action's build: the given results' pages only) or ``run-wide``
-#: (the one build after the checkpoint: overview, index, assets).
-DOCS_PAGES: ContextVar[Literal["all", "results", "run-wide"]] = ContextVar(
-    "kandev_dq_docs_pages", default="all"
-)
 
 
 class Progress(Protocol):
@@ -126,12 +118,11 @@ def run_checkpoint(
     gx_checkpoint = context.checkpoints.get(checkpoint)
     # In memory only (never saved): no tqdm bars, whatever the project's yml says.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    with _reporting(context, gx_checkpoint, progress, suite_seconds):
-        token = DOCS_PAGES.set("results")
-        try:
-            result = gx_checkpoint.run(run_id=run_id)
-        finally:
-            DOCS_PAGES.reset(token)
+    with (
+        _reporting(context, gx_checkpoint, progress, suite_seconds),
+        gx_adapter.building_pages("results"),
+    ):
+        result = gx_checkpoint.run(run_id=run_id)
     _build_run_wide_pages(context, gx_checkpoint)
     return result
 
@@ -145,13 +136,11 @@ def _build_run_wide_pages(context, gx_checkpoint) -> None:
     # An action naming no site updates every site.
     every_site = any(not a.site_names for a in actions)
     names = None if every_site else [name for a in actions for name in a.site_names]
-    token = DOCS_PAGES.set("run-wide")
     try:
-        context.build_data_docs(site_names=names)
+        with gx_adapter.building_pages("run-wide"):
+            context.build_data_docs(site_names=names)
     except Exception:  # noqa: BLE001 - GX's own action logs a docs failure and goes on
         logger.exception("kandev-dq: the data docs index and overview could not be built")
-    finally:
-        DOCS_PAGES.reset(token)
 
 
 @contextmanager
@@ -250,24 +239,9 @@ def _send(action, context, checkpoint_result) -> str | None:
         return f"no answer within {notifications.SEND_TIMEOUT_S:.0f} s"
     if "error" in outcome:
         return _failure(outcome["error"])
-    if not _delivered(action.type, outcome.get("result") or {}):
+    if not gx_adapter.delivered(action.type, outcome.get("result") or {}):
         return "the receiver refused it or could not be reached"
     return None
-
-
-#: What each GX action returns once it has sent (it returns a falsy value, or None, when not).
-_DELIVERED = {
-    "slack": ("slack_notification_result", "Slack notification succeeded."),
-    "microsoft": ("microsoft_teams_notification_result", "Microsoft Teams notification succeeded."),
-    "email": ("email_result", "success"),
-    "pagerduty": ("pagerduty_alert_result", "success"),
-    "opsgenie": ("opsgenie_alert_result", True),
-}
-
-
-def _delivered(action_type: str, result: dict) -> bool:
-    key, sent = _DELIVERED.get(action_type, (None, None))
-    return key is None or result.get(key) == sent
 
 
 def _failure(exc: BaseException) -> str:

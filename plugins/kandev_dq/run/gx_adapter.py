@@ -23,40 +23,43 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
 * **Finding the project a validation runs in** (the key ledger on a checkpoint run through GX's
   own API): :func:`validating_context` follows the execution engine's active batch to its data
   source and that data source's context, all public properties.
-* **Naming what a suite judges in the data docs**: a suite's asset names one table it reads.
-  :class:`KandevValidationResultsPageRenderer` and
-  :class:`KandevExpectationSuitePageRenderer` override the protected classmethods GX's page
-  renderers build the header, title and notes with (``tests/test_data_docs.py`` pins them).
+* **Knowing whether an action sent** (notifications): :func:`delivered` reads the return value
+  GX's notification actions give when they have sent, which no GX type declares.
+* **Keeping results in the records database** (:mod:`kandev_dq.run.results_store`):
+  :class:`ValidationResultsStore` keeps GX's class name, which GX's config requires of a
+  results store it is to keep (``DataContextConfig._init_stores``), reads keys back from the
+  run-time format GX writes them in (``RunIdentifier.to_tuple``) in place of GX's own parse,
+  lists a bounded window of keys to GX's page builders, and stores a suite's ``success`` as
+  kandev-dq's verdict.
+* **Telling a docs build which pages to render** (:func:`building_pages`): GX's
+  ``update_data_docs`` action calls the site builder with no argument of kandev-dq's, so the
+  run says which pages it wants through a context variable the builder reads
+  (:func:`pages_to_build`; :mod:`kandev_dq.report.gx_site`, the data docs' own seam).
 
 ``tests/test_gx_adapter.py`` pins the GX behaviour each of these relies on: a GX upgrade that
-changes it breaks there, loudly, and only this module needs to follow.
+changes it breaks there, loudly, and only this module needs to follow. The data docs' site
+builder, views and page and index renderers touch GX's site machinery in
+:mod:`kandev_dq.report.gx_site`, the report layer's one seam (pinned in ``tests/test_gx_site.py``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Literal
 
 import sqlalchemy as sa
-from great_expectations.render.renderer import (
-    ExpectationSuitePageRenderer,
-    ValidationResultsPageRenderer,
+from great_expectations.core.run_identifier import RunIdentifier
+from great_expectations.data_context.store import validation_results_store as gx_results
+from great_expectations.data_context.types.resource_identifiers import (
+    ExpectationSuiteIdentifier,
+    ValidationResultIdentifier,
 )
-from great_expectations.render.renderer.site_index_page_renderer import SiteIndexPageRenderer
 
-from kandev_dq.contract.rule_index import SUITE_TABLES
-from kandev_dq.run.results import failed_by_severity, suite_verdict
-
-#: How a suite's verdict (:func:`kandev_dq.run.results.suite_verdict`) reads in the data docs:
-#: its word and its Font Awesome icon. Only ``failed`` reads as a failure (the exit code's rule).
-SUITE_STATUS = {
-    "passed": ("Succeeded", "fa-check-circle text-success"),
-    "warning": ("Succeeded with warnings", "fa-exclamation-triangle text-warning"),
-    "info": ("Succeeded with info findings", "fa-info-circle text-info"),
-    "failed": ("Failed", "fa-times text-danger"),
-}
+from kandev_dq.run.results import suite_success
 
 
 @contextmanager
@@ -162,68 +165,120 @@ def silencing_actions(thread_prefix: str) -> None:
         gx_logger.addFilter(_DropThreadRecords(thread_prefix))
 
 
-class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
-    """GX's validation page, its "Data asset" naming the tables the suite judges (every suite
-    runs against the one batch ``kandev_meta``, which GX would show for all of them)."""
-
-    @classmethod
-    def _render_validation_header(cls, validation_results):
-        header = super()._render_validation_header(validation_results)
-        params = header.subheader.string_template["params"]
-        tables = SUITE_TABLES.get(validation_results.suite_name)
-        if tables:
-            params["data_asset_name"] = ", ".join(tables)
-        # GX's "Status" fails a suite on any failed rule, an info disclosure too.
-        word, icon = SUITE_STATUS[suite_verdict(failed_by_severity(validation_results))]
-        params["success"] = word
-        params["html_success_icon"] = f'<i class="fas {icon}" aria-hidden="true"></i>'
-        return header
-
-    def _determine_page_title(self, run_name, run_time, data_asset_name, expectation_suite_name):
-        # The breadcrumb: suite, run and time; the batch name would only repeat "kandev_meta".
-        return super()._determine_page_title(run_name, run_time, "", expectation_suite_name)
+#: What each GX action returns once it has sent (it returns a falsy value, or None, when not).
+_DELIVERED = {
+    "slack": ("slack_notification_result", "Slack notification succeeded."),
+    "microsoft": ("microsoft_teams_notification_result", "Microsoft Teams notification succeeded."),
+    "email": ("email_result", "success"),
+    "pagerduty": ("pagerduty_alert_result", "success"),
+    "opsgenie": ("opsgenie_alert_result", True),
+}
 
 
-class KandevExpectationSuitePageRenderer(ExpectationSuitePageRenderer):
-    """GX's suite page, without "across 0 columns" for a suite whose rules take no column."""
-
-    @classmethod
-    def _render_expectation_suite_notes(cls, expectations):
-        notes = super()._render_expectation_suite_notes(expectations)
-        if any("column" in e.kwargs for e in expectations.expectation_configurations):
-            return notes
-        count = len(expectations.expectations)
-        tables = SUITE_TABLES.get(expectations.name)
-        judged = f", judging {', '.join(tables)}" if tables else ""
-        notes.text[0] = f"This Expectation suite currently contains {count} Expectations{judged}."
-        return notes
+def delivered(action_type: str, result: dict) -> bool:
+    """Whether a GX action of ``action_type`` that returned ``result`` sent (an action of a
+    type not listed sent unless it raised)."""
+    key, sent = _DELIVERED.get(action_type, (None, None))
+    return key is None or result.get(key) == sent
 
 
-class KandevSiteIndexTableRenderer(SiteIndexPageRenderer):
-    """GX's index table, each result's status cell showing its suite's verdict.
+# --- the validation results store ----------------------------------------------------------------
 
-    A link dict may carry ``kandev_verdict`` (:func:`kandev_dq.run.results.suite_verdict`); GX's
-    own cell and filter text read only ``validation_success``, which fails on any failed rule.
+#: How GX writes a run time into a result key (``RunIdentifier.to_tuple``).
+RUN_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+
+
+class ValidationResultsStore(gx_results.ValidationResultsStore):
+    """GX's validation results store, reading its keys back without re-parsing them.
+
+    It keeps GX's class name: GX's config replaces a project's results store with an in-memory
+    one unless some store's ``class_name`` is exactly ``ValidationResultsStore``
+    (``DataContextConfig._init_stores``), and results would then be silently lost.
+
+    GX turns every stored key into an identifier on each ``list_keys`` (a docs build lists them
+    six times) and parses each run time with dateutil: with a long history that alone grew a
+    check's docs build by seconds. Keys are identical either way: the run time GX itself wrote
+    is read with its own format, and each key is built once per store instance.
     """
 
-    @classmethod
-    def _generate_validation_results_link_table(cls, index_links_dict):
-        table = super()._generate_validation_results_link_table(index_links_dict)
-        links = index_links_dict.get("validations_links", [])
-        for row, link in zip(table.table_data, links, strict=True):
-            verdict = link.get("kandev_verdict")
-            if verdict is None:
-                continue
-            word, icon = SUITE_STATUS[verdict]
-            cell = row["validation_success"]
-            cell.string_template["styling"]["params"]["validation_success"]["classes"] = [
-                "fas",
-                *icon.split(),
-                "ge-failed-icon" if verdict == "failed" else "ge-success-icon",
-                f"kandev-status-{verdict}",
-            ]
-            cell.string_template["styling"]["params"]["validation_success"]["attributes"] = {
-                "title": word
-            }
-            row["_validation_success_text"] = word
-        return table
+    def __init__(self, store_backend=None, runtime_environment=None, store_name=None) -> None:
+        super().__init__(
+            store_backend=store_backend,
+            runtime_environment=runtime_environment,
+            store_name=store_name,
+        )
+        self._keys: dict[tuple, Any] = {}
+        self._listing: list | None = None
+
+    def list_keys(self) -> list:
+        """GX's listing of every stored key, unless a bounded window is in force
+        (:meth:`listing_only`)."""
+        if self._listing is not None:
+            return list(self._listing)
+        return super().list_keys()
+
+    @contextmanager
+    def listing_only(self, keys: list) -> Iterator[None]:
+        """List only ``keys`` meanwhile: GX's page builders list the whole store to render a
+        few pages of it, a cost growing with the history; kandev-dq gives them the window."""
+        self._listing = list(keys)
+        try:
+            yield
+        finally:
+            self._listing = None
+
+    def store_validation_results(self, suite_validation_result, *args: Any, **kwargs: Any):
+        """Store a suite's result with GX's ``success`` set by kandev-dq's verdict (fail on
+        error-severity rules only): GX's own ignores severity, so an info disclosure would fail
+        a run through GX's API, its data docs status and its notifications, where
+        ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards."""
+        suite_validation_result.success = suite_success(suite_validation_result)
+        return super().store_validation_results(suite_validation_result, *args, **kwargs)
+
+    def tuple_to_key(self, tuple_):
+        key = self._keys.get(tuple_)
+        if key is None:
+            key = self._keys[tuple_] = _result_identifier(tuple_) or super().tuple_to_key(tuple_)
+        return key
+
+
+def _result_identifier(tuple_) -> ValidationResultIdentifier | None:
+    if len(tuple_) < 4:
+        return None
+    try:
+        when = dt.datetime.strptime(tuple_[-2], RUN_TIME_FORMAT).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None  # not written by GX's own format: GX reads it its way
+    return ValidationResultIdentifier(
+        ExpectationSuiteIdentifier.from_tuple(tuple_[:-3]),
+        RunIdentifier(tuple_[-3], when),
+        tuple_[-1],
+    )
+
+
+# --- the data docs -------------------------------------------------------------------------------
+
+#: Which pages a data docs build renders: ``all`` (any build outside a checkpoint run),
+#: ``results`` (a checkpoint action's build: the given results' pages only) or ``run-wide``
+#: (the one build after the checkpoint: overview, index, assets).
+DocsPages = Literal["all", "results", "run-wide"]
+_DOCS_PAGES: ContextVar[DocsPages] = ContextVar("kandev_dq_docs_pages", default="all")
+
+
+@contextmanager
+def building_pages(pages: DocsPages) -> Iterator[None]:
+    """Have every data docs build in this block render ``pages`` only (:data:`DocsPages`).
+
+    GX's ``update_data_docs`` action builds the site from inside ``Checkpoint.run`` with no
+    argument kandev-dq could pass; a context variable reaches the builder through it, in this
+    thread and context alone."""
+    token = _DOCS_PAGES.set(pages)
+    try:
+        yield
+    finally:
+        _DOCS_PAGES.reset(token)
+
+
+def pages_to_build() -> DocsPages:
+    """The pages the data docs build running now renders (:func:`building_pages`)."""
+    return _DOCS_PAGES.get()

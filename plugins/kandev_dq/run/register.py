@@ -5,8 +5,8 @@ reads both from the run's pinned snapshot before GX runs the checkpoint (the sna
 then judge) and records them, without credentials, in the records database
 (:mod:`kandev_dq.run.records`) under the run's name and key; when the run ends it adds the
 verdict, the failed rules by severity, the failed rules themselves and the duration. The data
-docs overview (:mod:`kandev_dq.report.site`) and ``history`` read them back, on any machine that
-points at the same records database.
+docs overview (:mod:`kandev_dq.report.overview_model`) and ``history`` read them back, on any
+machine that points at the same records database.
 """
 
 from __future__ import annotations

@@ -14,28 +14,25 @@ backend for its ``ValidationResultsStore`` (``great_expectations.yml``, written 
 and GX's own machinery (checkpoints, data docs, ``get_validation_result``) reads and writes
 results through it, one row per GX key in :data:`kandev_dq.run.records.results`. The database is
 the project's records database (:func:`kandev_dq.run.records.records_url`); an optional ``url``
-in the backend's config is the project's setting for it.
+in the backend's config is the project's setting for it. The store itself is GX's class,
+adapted where GX offers no public hook: :class:`kandev_dq.run.gx_adapter.ValidationResultsStore`,
+which GX imports from here by the name the yml gives.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from great_expectations.core.run_identifier import RunIdentifier
-from great_expectations.data_context.store import validation_results_store as gx_results
 from great_expectations.data_context.store.store_backend import StoreBackend
-from great_expectations.data_context.types.resource_identifiers import (
-    ExpectationSuiteIdentifier,
-    ValidationResultIdentifier,
-)
 from great_expectations.exceptions import InvalidKeyError
 
+from kandev_dq.run.gx_adapter import ValidationResultsStore
 from kandev_dq.run.records import Records, records_url
-from kandev_dq.run.results import suite_success
+
+#: The store class a project's yml names here (``kandev-dq init`` writes this module's name):
+#: GX's class, adapted where GX offers no public hook, lives with the other GX contact.
+__all__ = ["RecordsStoreBackend", "ValidationResultsStore", "attach_records", "records_of"]
 
 
 class RecordsStoreBackend(StoreBackend):
@@ -132,78 +129,6 @@ class RecordsStoreBackend(StoreBackend):
         return self._config
 
 
-#: How GX writes a run time into a result key (``RunIdentifier.to_tuple``).
-RUN_TIME_FORMAT = "%Y%m%dT%H%M%S.%fZ"
-
-
-class ValidationResultsStore(gx_results.ValidationResultsStore):
-    """GX's validation results store, reading its keys back without re-parsing them.
-
-    It keeps GX's class name: GX's config replaces a project's results store with an in-memory
-    one unless some store's ``class_name`` is exactly ``ValidationResultsStore``
-    (``DataContextConfig._init_stores``), and results would then be silently lost.
-
-    GX turns every stored key into an identifier on each ``list_keys`` (a docs build lists them
-    six times) and parses each run time with dateutil: with a long history that alone grew a
-    check's docs build by seconds. Keys are identical either way: the run time GX itself wrote
-    is read with its own format, and each key is built once per store instance.
-    """
-
-    def __init__(self, store_backend=None, runtime_environment=None, store_name=None) -> None:
-        super().__init__(
-            store_backend=store_backend,
-            runtime_environment=runtime_environment,
-            store_name=store_name,
-        )
-        self._keys: dict[tuple, Any] = {}
-        self._listing: list | None = None
-
-    def list_keys(self) -> list:
-        """GX's listing of every stored key, unless a bounded window is in force
-        (:meth:`listing_only`)."""
-        if self._listing is not None:
-            return list(self._listing)
-        return super().list_keys()
-
-    @contextmanager
-    def listing_only(self, keys: list) -> Iterator[None]:
-        """List only ``keys`` meanwhile: GX's page builders list the whole store to render a
-        few pages of it, a cost growing with the history; kandev-dq gives them the window."""
-        self._listing = list(keys)
-        try:
-            yield
-        finally:
-            self._listing = None
-
-    def store_validation_results(self, suite_validation_result, *args: Any, **kwargs: Any):
-        """Store a suite's result with GX's ``success`` set by kandev-dq's verdict (fail on
-        error-severity rules only): GX's own ignores severity, so an info disclosure would fail
-        a run through GX's API, its data docs status and its notifications, where
-        ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards."""
-        suite_validation_result.success = suite_success(suite_validation_result)
-        return super().store_validation_results(suite_validation_result, *args, **kwargs)
-
-    def tuple_to_key(self, tuple_):
-        key = self._keys.get(tuple_)
-        if key is None:
-            key = self._keys[tuple_] = _result_identifier(tuple_) or super().tuple_to_key(tuple_)
-        return key
-
-
-def _result_identifier(tuple_) -> ValidationResultIdentifier | None:
-    if len(tuple_) < 4:
-        return None
-    try:
-        when = dt.datetime.strptime(tuple_[-2], RUN_TIME_FORMAT).replace(tzinfo=dt.UTC)
-    except ValueError:
-        return None  # not written by GX's own format: GX reads it its way
-    return ValidationResultIdentifier(
-        ExpectationSuiteIdentifier.from_tuple(tuple_[:-3]),
-        RunIdentifier(tuple_[-3], when),
-        tuple_[-1],
-    )
-
-
 def attach_records(context, records: Records) -> bool:
     """Make the context's validation results store use ``records``; False when the project
     keeps its results elsewhere (an older project on GX's filesystem backend)."""
@@ -212,3 +137,10 @@ def attach_records(context, records: Records) -> bool:
         backend.attach(records)
         return True
     return False
+
+
+def records_of(context) -> Records | None:
+    """The records database the context's results come from (None: an older project keeping
+    its results in files, whose runs then show what their results say)."""
+    backend = context.validation_results_store.store_backend
+    return backend.records if isinstance(backend, RecordsStoreBackend) else None
