@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX
+from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
 
 # The project's parts, named once where the vetting (which reads them before GX) defines them.
@@ -80,7 +81,7 @@ def suite_plan(suite: str) -> list[Planned]:
     return [
         Planned(
             rule.expectation,
-            "critical" if rule.severity == "error" else rule.severity,
+            Severity(rule.severity).gx,
             copy.deepcopy(SUITE_KWARGS.get(rule.expectation, {})) | live,
         )
         for rule in RULE_INDEX
