@@ -1,8 +1,7 @@
-"""Activation-key rules (CONTRACT §5, the seed): write-once, atomic pair, four states,
-sentinel and microsecond boundary, plus the AC-25 disclosure a consumer needs.
+"""GX's face of the activation-key rules (CONTRACT §5).
 
-Each class here is GX's face of the rule: its fields (GX declares an expectation's
-parameters as fields) on a shared base; its judgement is the same-named verdict of
+Each class declares only its fields (GX declares an expectation's parameters as fields) on a
+shared base; its judgement, and why, is the same-named verdict of
 :mod:`kandev_dq.verdicts.activation`, without GX.
 """
 

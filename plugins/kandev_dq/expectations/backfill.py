@@ -1,15 +1,7 @@
-"""Backfill reconciliation rules (CONTRACT §4): every ``source='backfill'`` row matches the row
-its message should have produced, one field family per rule, plus the rows that should not
-exist (AC-21a), the AC-21b winner, a backfill row relabelled live (AC-1) and a notice saying
-when the comparison had nothing to compare.
+"""GX's face of the backfill reconciliation rules (CONTRACT §4).
 
-All rules read one family of facts (:mod:`kandev_dq.facts.backfill`), built from the mapping
-the migration runner inserts (:mod:`kandev_dq.sql.mapping`); a drifted row (merged by a live
-frame, or its message updated after the backfill) is compared on its write-once fields only,
-and the notice discloses how many.
-
-Each class here is GX's face of the rule: its fields (GX declares an expectation's
-parameters as fields) on a shared base; its judgement is the same-named verdict of
+Each class declares only its fields (GX declares an expectation's parameters as fields) on a
+shared base; its judgement, and why, is the same-named verdict of
 :mod:`kandev_dq.verdicts.backfill`, without GX.
 """
 

@@ -1,11 +1,7 @@
-"""Writer-health rules (CONTRACT §6, AC-26 … AC-29): is the live writer keeping up?
+"""GX's face of the writer-health rules (CONTRACT §6).
 
-All of them judge one family of facts (:mod:`kandev_dq.facts.health`), scoped by
-``capture_since`` bound exactly. The shortfall is the alarm; the excess is attributed and
-never an alarm; collisions are disclosed on their own; none of them is netted against another.
-
-Each class here is GX's face of the rule: its fields (GX declares an expectation's
-parameters as fields) on a shared base; its judgement is the same-named verdict of
+Each class declares only its fields (GX declares an expectation's parameters as fields) on a
+shared base; its judgement, and why, is the same-named verdict of
 :mod:`kandev_dq.verdicts.health`, without GX.
 """
 

@@ -1,4 +1,5 @@
-"""Row rules (CONTRACT §2): identity, uniqueness, execution ids, NULLs, metrics, terminality.
+"""GX's face of the row rules (CONTRACT §2): identity, uniqueness, execution ids, NULLs,
+metrics, terminality.
 
 Why custom classes and not GX's built-ins (``ExpectCompoundColumnsToBeUnique``,
 ``ExpectColumnValuesToNotBeNull``, ``ExpectColumnValuesToBeInSet``, …), although several fit a
@@ -16,9 +17,6 @@ rule's wording:
   primary key and the three-column key; ``observed_at <= updated_at`` compares exact instants
   (:class:`~kandev_dq.sql.dialect.utc_instant`), which a built-in pair comparison would compare
   as raw text on SQLite.
-
-Each rule that passes trivially on an empty or all-NULL table has a partner noticing it:
-rows exist when qualifying messages do, and completed rows do report metrics.
 
 Each class here is GX's face of the rule: its fields (GX declares an expectation's
 parameters as fields) on a shared base; its judgement is the same-named verdict of

@@ -1,11 +1,7 @@
-"""Schema rules (CONTRACT §1, §3): the live shape of ``task_session_subagents``, one class per
-AC-33 clause plus the table itself, the partial-upgrade check and the foreign keys.
+"""GX's face of the schema rules (CONTRACT §1, §3).
 
-Every rule reads the same observation (:mod:`kandev_dq.facts.schema_facts`). When the table is
-absent, the table rule fails and every other rule fails too, saying that it cannot hold.
-
-Each class here is GX's face of the rule: its fields (GX declares an expectation's
-parameters as fields) on a shared base; its judgement is the same-named verdict of
+Each class declares only its fields (GX declares an expectation's parameters as fields) on a
+shared base; its judgement, and why, is the same-named verdict of
 :mod:`kandev_dq.verdicts.schema`, without GX.
 """
 

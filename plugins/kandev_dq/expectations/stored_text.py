@@ -1,9 +1,7 @@
-"""Stored-text rules: values that the SQL would otherwise read silently wrong, named row by row.
+"""GX's face of the stored-text rules.
 
-All judge one family of facts (:mod:`kandev_dq.facts.stored_text`), read once per run.
-
-Each class here is GX's face of the rule: its fields (GX declares an expectation's
-parameters as fields) on a shared base; its judgement is the same-named verdict of
+Each class declares only its fields (GX declares an expectation's parameters as fields) on a
+shared base; its judgement, and why, is the same-named verdict of
 :mod:`kandev_dq.verdicts.stored_text`, without GX.
 """
 

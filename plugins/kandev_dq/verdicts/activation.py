@@ -439,7 +439,21 @@ class ExpectNoBackfillRowsAfterBackfillThrough(_ActivationVerdict):
 
 
 class _SentinelVerdict(WindowedVerdict):
+    """A rule judging, under the ``''`` sentinel only, one side of the window (``part``)."""
+
     facts: ClassVar[Family] = SENTINEL_BACKFILL
+    part: ClassVar[str] = ""
+    noun: ClassVar[str] = ""
+    fix: ClassVar[str] = ""
+
+    def judge(self, facts: SentinelBackfillFacts) -> Finding:
+        if not facts["sentinel"]:
+            return Finding(
+                success=True,
+                observed_value="not the sentinel",
+                message="backfill_through is not ''",
+            )
+        return counted(facts.get(self.part), self.noun, self.fix)
 
 
 class ExpectNoBackfillRowsUnderSentinel(_SentinelVerdict):
@@ -447,18 +461,9 @@ class ExpectNoBackfillRowsUnderSentinel(_SentinelVerdict):
     row may exist — the "derived from what this attempt inserted" defect publishes exactly
     that (AC-24 point 1). Rows just before capture_since are judged by the next rule."""
 
-    def judge(self, facts: SentinelBackfillFacts) -> Finding:
-        if not facts["sentinel"]:
-            return Finding(
-                success=True,
-                observed_value="not the sentinel",
-                message="backfill_through is not ''",
-            )
-        return counted(
-            facts.get("outside_window"),
-            "backfill row(s) on a store whose backfill matched nothing",
-            "backfill_through was derived from what one attempt inserted",
-        )
+    part: ClassVar[str] = "outside_window"
+    noun: ClassVar[str] = "backfill row(s) on a store whose backfill matched nothing"
+    fix: ClassVar[str] = "backfill_through was derived from what one attempt inserted"
 
 
 class ExpectNoBackfillRowsInsideSentinelWindow(_SentinelVerdict):
@@ -466,18 +471,9 @@ class ExpectNoBackfillRowsInsideSentinelWindow(_SentinelVerdict):
     capture_since can come from a message committed between the MAX and the INSERT under
     PostgreSQL READ COMMITTED (AC-24d rev. 3): a warning, not an error."""
 
-    def judge(self, facts: SentinelBackfillFacts) -> Finding:
-        if not facts["sentinel"]:
-            return Finding(
-                success=True,
-                observed_value="not the sentinel",
-                message="backfill_through is not ''",
-            )
-        return counted(
-            facts.get("inside_window"),
-            "backfill row(s) just before capture_since under the '' sentinel",
-            "a message committed between the MAX and the INSERT",
-        )
+    part: ClassVar[str] = "inside_window"
+    noun: ClassVar[str] = "backfill row(s) just before capture_since under the '' sentinel"
+    fix: ClassVar[str] = "a message committed between the MAX and the INSERT"
 
 
 class ExpectPopulationToBeDisclosed(Verdict):
