@@ -305,8 +305,8 @@ SUITE_TABLES: dict[str, tuple[str, ...]] = {
 
 
 #: Each rule's one sentence: what it checks, as ``rules``, ``explain``, the data docs and the
-#: expectation class (:class:`kandev_dq.expectations.base.KandevExpectation` takes it from here)
-#: say it, read without GX.
+#: rule's verdict (:class:`kandev_dq.verdicts.base.Verdict` takes it from here, and its GX
+#: class from the verdict) say it, read without GX.
 RULE_SENTENCES: dict[str, str] = {
     "expect_activation_keys_to_be_well_formed": (
         "Present keys are RFC3339 instants (backfill_through may be '')"
