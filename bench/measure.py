@@ -55,7 +55,7 @@ class Family:
     params: tuple[tuple[str, Any], ...]
 
     @property
-    def key(self) -> str:  # as kandev_dq.expectations.base names a family in the run cache
+    def key(self) -> str:  # as kandev_dq.verdicts.base.Family.key names it in the run cache
         return self.metric + repr(sorted(self.params))
 
 

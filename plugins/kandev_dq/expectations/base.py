@@ -125,8 +125,9 @@ def register_facts(family: Family) -> str:
         decided = (metrics or {}).get(LIVE_WINDOW) if params.pop(LIVE_KEY, None) else None
         if decided is not None:
             params["window"] = ChangeWindow(decided["start"], decided["reason"])
-        family = name + repr(sorted(params.items()))
-        found = gx_facts(execution_engine.engine, family, lambda conn: compute(conn, **params))
+        found = gx_facts(
+            execution_engine.engine, family.key(params), lambda conn: compute(conn, **params)
+        )
         if decided is None:
             return found
         # The window as decided (and this run's watermark, which the next run starts from),

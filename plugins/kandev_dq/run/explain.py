@@ -79,8 +79,7 @@ def finding_in(
     write-once rule's with ``ledger``, the records database's, :func:`recorded_ledger`)."""
     verdict = rule.expectation
     family, params = verdict.facts, verdict.params()
-    key = family.name + repr(sorted(params.items()))
-    facts = dict(facts_for(engine, key, lambda conn: family.compute(conn, **params)))
+    facts = dict(facts_for(engine, family.key(params), lambda conn: family.compute(conn, **params)))
     if ledger is not None:
         facts[WRITE_ONCE_LEDGER] = ledger
     return verdict.finding(facts)

@@ -36,6 +36,11 @@ class Family:
     value_keys: tuple[str, ...] = ()
     windowed: bool = False
 
+    def key(self, params: Mapping[str, Any]) -> str:
+        """The family read with ``params``, as a snapshot's cache of facts names it: a check
+        and ``explain`` reading the same family in one snapshot read it once."""
+        return self.name + repr(sorted(params.items()))
+
 
 @dataclass(kw_only=True)
 class Finding:
