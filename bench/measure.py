@@ -55,7 +55,7 @@ class Family:
     params: tuple[tuple[str, Any], ...]
 
     @property
-    def key(self) -> str:  # as kandev_dq.expectations.base names a family in the run cache
+    def key(self) -> str:  # as kandev_dq.verdicts.base.Family.key names it in the run cache
         return self.metric + repr(sorted(self.params))
 
 
@@ -385,6 +385,21 @@ QUICK = {
     "`rules`": (["rules"], 0),
     "`scenarios list`": (["scenarios", "list"], 0),
     "`explain` without `--run`, no store": (["explain", "expect_no_orphan_subagent_rows"], 0),
+    "`explain` without `--run`, a store given": (
+        ["explain", "expect_no_orphan_subagent_rows", "--store", "{store}"],
+        0,
+    ),
+    "`explain` without `--run`, a store given, a write-once rule": (
+        [
+            "explain",
+            "expect_activation_keys_to_be_write_once",
+            "--store",
+            "{store}",
+            "--project",
+            "{project}",
+        ],
+        0,
+    ),
     "`history`: no run recorded": (["history", "--store", "{store}", "--project", "{bare}"], 0),
     "`history`: a run recorded": (["history", "--store", "{store}", "--project", "{project}"], 0),
     "`records prune --dry-run`": (

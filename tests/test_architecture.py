@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sql",),
     ("store",),
     ("migration", "facts"),
+    ("verdicts",),
     ("expectations",),
     ("run",),
     ("report",),

@@ -488,3 +488,60 @@ def test_demo_refuses_a_database_that_is_not_empty_before_gx_loads(target, tmp_p
     assert "is not empty (table someone_elses)" in error, error
     assert probe == "GX not imported"
     assert not demo.exists()
+
+
+#: Rules ``explain`` judges on a store: a row rule that fails with its listing, a rule whose
+#: family takes ``window_minutes``, a write-once rule judged against the records database, a
+#: rule given its suite's arguments (the accepted states) and a schema rule counting no rows.
+EXPLAINED = (
+    "expect_no_orphan_subagent_rows",
+    "expect_no_backfill_rows_inside_sentinel_window",
+    "expect_backfill_metrics_to_match_message",
+    "expect_activation_keys_to_be_write_once",
+    "expect_activation_state_to_be_in_set",
+    "expect_session_foreign_key_to_cascade",
+)
+
+
+def test_explain_on_a_store_answers_without_gx_as_the_check_through_gx_judges(target, project):
+    """``explain RULE --store S`` (no ``--run``) judges with the rules' verdicts and never loads
+    GX; what it says is what a check run through GX says of the same rule on the same store:
+    AC ids, severity, suite, sentence, verdict, message and, for a failed rule, its query."""
+    import kandev_dq
+    from kandev_dq.contract.rule_index import RULE_SENTENCES
+    from kandev_dq.lab import scenarios
+    from kandev_dq.text import one_line
+
+    if target.dialect == "sqlite":
+        target.engine.dispose()
+    scenarios.materialise("orphan_rows", target.url)
+    report = kandev_dq.check(store=target.url, checkpoint="pre_release", project=project)
+    judged = {(r.suite, r.expectation): r for r in report.results}
+    assert not judged[("rows", EXPLAINED[0])].success  # the scenario's fault, with its query
+    for rule in EXPLAINED:
+        argv = ("explain", rule, "--store", target.url, "--project", str(project))
+        done = kandev_dq_probed(*argv, cwd=project.parent)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == "GX not imported", done.stderr
+        lines = done.stdout.splitlines()
+        found = next(r for (suite, name), r in judged.items() if name == rule)
+        assert (
+            lines[0] == f"{rule} [{', '.join(found.rules)}] {found.severity}, suite {found.suite}"
+        )
+        assert lines[1] == RULE_SENTENCES[rule]
+        verdict = "passed" if found.success else "FAILED"
+        assert lines[2] == one_line(
+            f"on {report.store} ({report.dialect}): {verdict}: {found.message}"
+        )
+        if found.query is not None:
+            assert lines[3] == "query:" and "\n".join(lines[4:]) == found.query
+        elif found.success:  # a passed rule's listing is shown too (no rows to list)
+            assert lines[3] == "query:" or lines[3].endswith(": no query"), lines
+        else:
+            assert lines[3].endswith(": no query"), lines
+    # Its rows, read in the same snapshot, need no GX either.
+    argv = ("explain", EXPLAINED[0], "--store", target.url, "--run")
+    done = kandev_dq_probed(*argv, cwd=project.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "GX not imported", done.stderr
+    assert done.stdout.splitlines()[-1].endswith(" row(s)")

@@ -1,4 +1,4 @@
-"""Each expectation's ``judge(facts)`` on facts built by hand: no store, no GX run.
+"""Each rule's verdict, ``judge(facts)`` on facts built by hand: no store, no GX.
 
 The end-to-end tests drive real stores through GX; these pin each rule's own logic (pass and
 fail, and "not applicable" where a rule has it) in milliseconds. Families whose classes share
@@ -10,15 +10,15 @@ from __future__ import annotations
 import pytest
 
 from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTION_SINCE
-from kandev_dq.expectations import activation, backfill, health, rows, schema, stored_text
-from kandev_dq.expectations.base import KandevExpectation
 from kandev_dq.facts.activation import describe_key
+from kandev_dq.verdicts import activation, backfill, health, rows, schema, stored_text
+from kandev_dq.verdicts.base import Verdict
 
 OFFENDING = {"count": 2, "sample": [{"id": "r1"}, {"id": "r2"}]}
 CLEAN = {"count": 0, "sample": []}
 
 
-def _sharing_judge(module, base) -> list[type[KandevExpectation]]:
+def _sharing_judge(module, base) -> list[type[Verdict]]:
     return [
         cls
         for cls in vars(module).values()
@@ -29,8 +29,8 @@ def _sharing_judge(module, base) -> list[type[KandevExpectation]]:
     ]
 
 
-ROW_RULES = _sharing_judge(rows, rows._RowExpectation)
-BACKFILL_RULES = [c for c in _sharing_judge(backfill, backfill._BackfillExpectation) if c.family]
+ROW_RULES = _sharing_judge(rows, rows._RowVerdict)
+BACKFILL_RULES = [c for c in _sharing_judge(backfill, backfill._BackfillVerdict) if c.family]
 
 
 def _row_facts(rule: str, part: dict, **extra) -> dict:
@@ -39,7 +39,7 @@ def _row_facts(rule: str, part: dict, **extra) -> dict:
 
 @pytest.mark.parametrize("cls", ROW_RULES, ids=lambda c: c.__name__)
 def test_a_row_rule_passes_on_no_offence_and_fails_with_its_sample(cls):
-    rule = cls.at_default_severity()
+    rule = cls()
     passed = rule.judge(_row_facts(cls.rule, CLEAN))
     assert passed.success and passed.unexpected_count == 0
     failed = rule.judge(_row_facts(cls.rule, OFFENDING))
@@ -51,7 +51,7 @@ def test_a_row_rule_passes_on_no_offence_and_fails_with_its_sample(cls):
 
 @pytest.mark.parametrize("cls", ROW_RULES, ids=lambda c: c.__name__)
 def test_a_row_rule_does_not_apply_without_the_table(cls):
-    finding = cls.at_default_severity().judge({"table_exists": False, "amended": False})
+    finding = cls().judge({"table_exists": False, "amended": False})
     assert finding.success and finding.observed_value == "not applicable"
 
 
@@ -59,7 +59,7 @@ def test_an_execution_id_rule_does_not_apply_to_a_pre_amendment_table():
     needing = [c for c in ROW_RULES if c.needs_execution_column]
     assert needing
     for cls in needing:
-        finding = cls.at_default_severity().judge(
+        finding = cls().judge(
             {"table_exists": True, "amended": False, "rules": {cls.rule: OFFENDING}}
         )
         assert finding.success and finding.observed_value == "not applicable"
@@ -73,7 +73,7 @@ def _backfill_facts(family: str, part: dict, *, rows_present: int = 1) -> dict:
 
 @pytest.mark.parametrize("cls", BACKFILL_RULES, ids=lambda c: c.__name__)
 def test_a_backfill_rule_passes_on_no_offence_and_fails_with_its_sample(cls):
-    rule = cls.at_default_severity()
+    rule = cls()
     assert rule.judge(_backfill_facts(cls.family, CLEAN)).success
     failed = rule.judge(_backfill_facts(cls.family, OFFENDING))
     assert not failed.success
@@ -83,20 +83,22 @@ def test_a_backfill_rule_passes_on_no_offence_and_fails_with_its_sample(cls):
 @pytest.mark.parametrize("cls", BACKFILL_RULES, ids=lambda c: c.__name__)
 def test_a_backfill_rule_is_not_evaluated_when_the_facts_are_not(cls):
     facts = {"evaluable": False, "reason": "the table lacks a column"}
-    finding = cls.at_default_severity().judge(facts)
+    finding = cls().judge(facts)
     assert finding.success and finding.observed_value == "not evaluated"
     assert "the table lacks a column" in finding.message
 
 
 def test_a_backfill_rule_has_nothing_to_compare_without_backfill_rows():
     cls = next(c for c in BACKFILL_RULES if c.family != "relabelled")
-    finding = cls.at_default_severity().judge(_backfill_facts(cls.family, CLEAN, rows_present=0))
+    finding = cls().judge(_backfill_facts(cls.family, CLEAN, rows_present=0))
     assert finding.success and finding.observed_value == 0
 
 
 @pytest.mark.parametrize("window", [0, -1, 24 * 60 + 1])
 def test_the_window_is_bounded_when_the_expectation_is_built(window):
-    cls = BACKFILL_RULES[0]
+    from kandev_dq.expectations import backfill as gx_backfill  # GX declares the bound
+
+    cls = getattr(gx_backfill, BACKFILL_RULES[0].__name__)
     with pytest.raises(ValueError):
         cls.at_default_severity(window_minutes=window)
 
@@ -117,19 +119,19 @@ def _health_facts(part: dict, **extra) -> dict:
 
 
 def test_the_shortfall_rule_passes_when_every_qualifying_key_has_a_row():
-    finding = SHORTFALL.at_default_severity().judge(_health_facts(CLEAN))
+    finding = SHORTFALL().judge(_health_facts(CLEAN))
     assert finding.success and finding.unexpected_count == 0
 
 
 def test_the_shortfall_rule_fails_on_a_missing_row_and_names_it():
-    finding = SHORTFALL.at_default_severity().judge(_health_facts(OFFENDING))
+    finding = SHORTFALL().judge(_health_facts(OFFENDING))
     assert not finding.success
     assert (finding.unexpected_count, finding.sample) == (2, OFFENDING["sample"])
 
 
 def test_the_shortfall_rule_fails_when_the_comparison_cannot_run():
     facts = {"not_run": "capture_since is absent", "capture_since": None}
-    finding = SHORTFALL.at_default_severity().judge(facts)
+    finding = SHORTFALL().judge(facts)
     assert not finding.success and finding.observed_value == "not run"
 
 
@@ -137,15 +139,15 @@ METADATA = stored_text.ExpectMessageMetadataToBeJson
 
 
 def test_metadata_that_is_json_passes_and_unreadable_metadata_fails():
-    assert METADATA.at_default_severity().judge({"metadata": CLEAN}).success
-    failed = METADATA.at_default_severity().judge({"metadata": OFFENDING})
+    assert METADATA().judge({"metadata": CLEAN}).success
+    failed = METADATA().judge({"metadata": OFFENDING})
     assert not failed.success and failed.unexpected_count == 2
 
 
 def test_metadata_not_stored_as_text_is_named_apart_from_text_that_is_not_json():
     """AC-23b: SQLite metadata stored as a BLOB, an integer or a real is named whatever it
     holds, and said apart from text that is not JSON (a BLOB is still read as its text)."""
-    rule = METADATA.at_default_severity()
+    rule = METADATA()
     only_bytes = rule.judge({"metadata": {**OFFENDING, "not_text": 2}})
     assert not only_bytes.success and only_bytes.unexpected_count == 2
     assert "2 message(s) hold metadata stored as a BLOB" in only_bytes.message
@@ -156,7 +158,7 @@ def test_metadata_not_stored_as_text_is_named_apart_from_text_that_is_not_json()
 
 
 def test_repeated_member_names_are_named_with_their_messages():
-    rule = stored_text.ExpectMessageMetadataMemberNamesToBeUnique.at_default_severity()
+    rule = stored_text.ExpectMessageMetadataMemberNamesToBeUnique()
     assert rule.judge({"repeated_names": CLEAN}).success
     failed = rule.judge({"repeated_names": OFFENDING})
     assert not failed.success and failed.unexpected_count == 2
@@ -184,7 +186,7 @@ TIMESTAMPS = stored_text.ExpectTimestampsInRecognisedUtcForm
 )
 def test_timestamps_in_a_recognised_utc_form(timestamps, success):
     facts = {"dialect": "sqlite", "timestamps": timestamps}
-    assert TIMESTAMPS.at_default_severity().judge(facts).success is success
+    assert TIMESTAMPS().judge(facts).success is success
 
 
 STATE = activation.ExpectActivationStateToBeInSet
@@ -204,7 +206,7 @@ def _activation_facts(state: str, *, amended: bool, execution_since: str | None)
 
 
 def test_an_accepted_state_passes_and_capture_only_is_explained():
-    rule = STATE.at_default_severity(accepted_states=["fully_activated"])
+    rule = STATE(accepted_states=["fully_activated"])
     full = _activation_facts("fully_activated", amended=True, execution_since="2026-07-30T01Z")
     assert rule.judge(full).success
     failed = rule.judge(_activation_facts("capture_only", amended=True, execution_since=None))
@@ -215,7 +217,7 @@ def test_an_accepted_state_passes_and_capture_only_is_explained():
 
 
 def test_a_pending_self_heal_is_a_warning_naming_the_command():
-    rule = activation.ExpectExecutionSinceNotPendingSelfHeal.at_default_severity()
+    rule = activation.ExpectExecutionSinceNotPendingSelfHeal()
     pending = rule.judge(_activation_facts("capture_only", amended=True, execution_since=None))
     assert not pending.success and "`kandev-dq migrate`" in pending.message
     unamended = _activation_facts("capture_only", amended=False, execution_since=None)
@@ -251,14 +253,14 @@ def _with_ledger(facts: dict, **ledger) -> dict:
 
 
 def test_write_once_passes_when_every_key_holds_its_first_value():
-    rule = WRITE_ONCE.at_default_severity()
+    rule = WRITE_ONCE()
     finding = rule.judge(_with_ledger(_keys_facts(), first_seen={CAPTURE_SINCE: CAPTURE}))
     assert finding.success and finding.observed_value == 0
 
 
 @pytest.mark.parametrize("now", ["2026-07-30T01:39:38Z", None], ids=["rewritten", "deleted"])
 def test_write_once_fails_on_a_rewritten_or_deleted_key_naming_both_values(now):
-    rule = WRITE_ONCE.at_default_severity()
+    rule = WRITE_ONCE()
     ledger = {"first_seen": {CAPTURE_SINCE: CAPTURE}, "store": STORE_SHOWN}  # as check names it
     finding = rule.judge(_with_ledger(_keys_facts(capture=now), **ledger))
     assert not finding.success and finding.unexpected_count == 1
@@ -275,7 +277,7 @@ TAKEN = "2026-11-30T10:00:00.000000Z"
 
 def test_a_baseline_taken_by_this_run_is_disclosed_at_info():
     """AC-24: a first run passes write-once vacuously, and says so."""
-    rule = BASELINE.at_default_severity()
+    rule = BASELINE()
     baseline = {"taken_at": TAKEN, "source": "run", "recorded_now": True}
     finding = rule.judge(_with_ledger(_keys_facts(), baseline=baseline))
     assert rule.severity.value == "info" and not finding.success
@@ -286,7 +288,7 @@ def test_a_baseline_taken_by_this_run_is_disclosed_at_info():
 
 def test_an_earlier_baseline_passes_naming_when_it_was_taken():
     """AC-24: with an earlier record of the store, write-once is really judged."""
-    rule = BASELINE.at_default_severity()
+    rule = BASELINE()
     baseline = {"taken_at": TAKEN, "source": "run", "recorded_now": False}
     finding = rule.judge(_with_ledger(_keys_facts(), baseline=baseline))
     assert finding.success and TAKEN in finding.message
@@ -294,13 +296,13 @@ def test_an_earlier_baseline_passes_naming_when_it_was_taken():
 
 def test_no_baseline_is_disclosed():
     """AC-24: a suite run without a records database has no baseline: never a silent pass."""
-    finding = BASELINE.at_default_severity().judge(_keys_facts())
+    finding = BASELINE().judge(_keys_facts())
     assert not finding.success and finding.observed_value == "no baseline"
     assert "rewrites cannot be seen" in finding.message
 
 
 def test_write_once_fails_without_a_key_ledger():
-    finding = WRITE_ONCE.at_default_severity().judge(_keys_facts())
+    finding = WRITE_ONCE().judge(_keys_facts())
     assert not finding.success and finding.observed_value == "no ledger"
     assert "records database" in finding.message
 
@@ -317,7 +319,7 @@ PAIRED = activation.ExpectActivationKeysToBePaired
     ],
 )
 def test_a_whole_key_pair_passes(capture, through, observed):
-    finding = PAIRED.at_default_severity().judge(_keys_facts(capture, through))
+    finding = PAIRED().judge(_keys_facts(capture, through))
     assert finding.success and finding.observed_value == observed
 
 
@@ -326,7 +328,7 @@ def test_a_whole_key_pair_passes(capture, through, observed):
     [(CAPTURE, None, BACKFILL_THROUGH), (None, THROUGH, CAPTURE_SINCE)],
 )
 def test_a_partial_key_pair_fails_naming_the_missing_key(capture, through, missing):
-    finding = PAIRED.at_default_severity().judge(_keys_facts(capture, through))
+    finding = PAIRED().judge(_keys_facts(capture, through))
     assert not finding.success and finding.unexpected_count == 1
     assert f"{missing} is missing" in finding.message and "kandev-dq migrate" in finding.message
 
@@ -336,7 +338,7 @@ ORDERED = activation.ExpectBackfillThroughNotAfterCaptureSince
 
 @pytest.mark.parametrize("through", [THROUGH, CAPTURE], ids=["earlier", "equal"])
 def test_backfill_through_at_or_before_capture_since_passes(through):
-    finding = ORDERED.at_default_severity().judge(_keys_facts(through=through))
+    finding = ORDERED().judge(_keys_facts(through=through))
     assert finding.success
     assert finding.observed_value == {"backfill_through": through, "capture_since": CAPTURE}
 
@@ -344,14 +346,14 @@ def test_backfill_through_at_or_before_capture_since_passes(through):
 def test_backfill_through_after_capture_since_fails():
     # One nanosecond later than capture_since: compared exactly (AC-24e).
     later = "2026-07-30T01:39:37.271235001Z"
-    finding = ORDERED.at_default_severity().judge(_keys_facts(through=later))
+    finding = ORDERED().judge(_keys_facts(through=later))
     assert not finding.success and finding.unexpected_count == 1
     assert finding.message == "backfill_through is later than capture_since"
 
 
 @pytest.mark.parametrize("through", ["", None, "yesterday"], ids=["sentinel", "absent", "bad"])
 def test_backfill_through_that_is_no_instant_is_not_ordered(through):
-    finding = ORDERED.at_default_severity().judge(_keys_facts(through=through))
+    finding = ORDERED().judge(_keys_facts(through=through))
     assert finding.success and finding.observed_value == "not comparable"
 
 
@@ -360,18 +362,16 @@ ON_AMENDED = activation.ExpectExecutionSinceOnlyOnAmendedSchema
 
 @pytest.mark.parametrize("execution, amended", [(EXECUTION, True), (None, False), (None, True)])
 def test_execution_since_agreeing_with_the_schema_passes(execution, amended):
-    finding = ON_AMENDED.at_default_severity().judge(
-        _keys_facts(execution=execution, amended=amended)
-    )
+    finding = ON_AMENDED().judge(_keys_facts(execution=execution, amended=amended))
     assert finding.success and finding.observed_value == "consistent"
 
 
 def test_execution_since_on_a_pre_amendment_table_fails_with_the_schema_findings():
     facts = _keys_facts(amended=False, schema_findings=["agent_execution_id is missing"])
-    finding = ON_AMENDED.at_default_severity().judge(facts)
+    finding = ON_AMENDED().judge(facts)
     assert not finding.success and finding.unexpected_count == 1
     assert finding.message == "execution_since present but agent_execution_id is missing"
-    missing_table = ON_AMENDED.at_default_severity().judge(_keys_facts(amended=False))
+    missing_table = ON_AMENDED().judge(_keys_facts(amended=False))
     assert missing_table.message.endswith("the table is missing")
 
 
@@ -379,7 +379,7 @@ WELL_FORMED = activation.ExpectActivationKeysToBeWellFormed
 
 
 def test_instants_and_the_sentinel_are_well_formed():
-    finding = WELL_FORMED.at_default_severity().judge(_keys_facts(through=""))
+    finding = WELL_FORMED().judge(_keys_facts(through=""))
     assert finding.success
     assert finding.observed_value == {
         CAPTURE_SINCE: "instant",
@@ -394,7 +394,7 @@ def test_instants_and_the_sentinel_are_well_formed():
     ids=["storage form", "sentinel outside backfill_through"],
 )
 def test_a_malformed_key_fails_naming_it(capture, execution):
-    finding = WELL_FORMED.at_default_severity().judge(_keys_facts(capture, execution=execution))
+    finding = WELL_FORMED().judge(_keys_facts(capture, execution=execution))
     assert not finding.success and finding.unexpected_count == 1
     (bad,) = finding.sample
     assert bad["key"] in (CAPTURE_SINCE, EXECUTION_SINCE) and bad["value"] in (capture, execution)
@@ -427,11 +427,11 @@ LEGACY = activation.ExpectLegacyKeysToBeDisclosed
 )
 def test_second_precision_keys_are_split_between_the_two_builds(keys, amended_build, legacy):
     facts = _keys_facts(**keys)
-    new = SUBSECOND.at_default_severity().judge(facts)
+    new = SUBSECOND().judge(facts)
     assert new.success is not amended_build and new.observed_value == amended_build
     if amended_build:
         assert new.unexpected_count == len(amended_build) and "RFC3339Nano" in new.message
-    old = LEGACY.at_default_severity().judge(facts)
+    old = LEGACY().judge(facts)
     assert old.success is not legacy and old.observed_value == legacy
     if legacy:
         assert old.unexpected_count == len(legacy) and "never rewrite" in old.message
@@ -452,7 +452,7 @@ COUNTED_ACTIVATION_RULES = [
     "cls, part_name, fix", COUNTED_ACTIVATION_RULES, ids=lambda v: getattr(v, "__name__", v)
 )
 def test_a_counted_activation_rule_passes_clean_and_fails_with_its_sample(cls, part_name, fix):
-    rule = cls.at_default_severity()
+    rule = cls()
     clean = rule.judge(_keys_facts(**{part_name: CLEAN}))
     assert clean.success and clean.unexpected_count == 0 and clean.message.startswith("no ")
     # Without the key the facts carry no part: nothing can offend.
@@ -473,7 +473,7 @@ SENTINEL_RULES = [
     "cls, part_name, said", SENTINEL_RULES, ids=lambda v: getattr(v, "__name__", v)
 )
 def test_a_sentinel_rule_judges_backfill_rows_only_under_the_sentinel(cls, part_name, said):
-    rule = cls.at_default_severity()
+    rule = cls()
     not_sentinel = rule.judge({"sentinel": False, "table_exists": True})
     assert not_sentinel.success and not_sentinel.observed_value == "not the sentinel"
     facts = {
@@ -489,7 +489,7 @@ def test_a_sentinel_rule_judges_backfill_rows_only_under_the_sentinel(cls, part_
 
 def test_a_backfill_row_inside_the_window_is_not_an_error_under_the_sentinel():
     facts = {"sentinel": True, "table_exists": True, "inside_window": OFFENDING}
-    assert activation.ExpectNoBackfillRowsUnderSentinel.at_default_severity().judge(facts).success
+    assert activation.ExpectNoBackfillRowsUnderSentinel().judge(facts).success
 
 
 def test_the_population_is_disclosed_and_always_passes():
@@ -497,7 +497,7 @@ def test_the_population_is_disclosed_and_always_passes():
         {"source": "backfill", "rows": 3, "execution_identity": "unknown"},
         {"source": "live", "rows": 4, "execution_identity": "real"},
     ]
-    rule = activation.ExpectPopulationToBeDisclosed.at_default_severity()
+    rule = activation.ExpectPopulationToBeDisclosed()
     finding = rule.judge({"table_exists": True, "population": population})
     assert finding.success and finding.observed_value == population
     assert finding.message == "7 rows in 2 population cell(s)"
@@ -516,7 +516,7 @@ HEALTH_QUALIFIERS = [
 @pytest.mark.parametrize("cls", HEALTH_QUALIFIERS, ids=lambda c: c.__name__)
 def test_a_health_rule_passes_as_not_run_leaving_the_failure_to_the_shortfall(cls):
     facts = {"not_run": "capture_since is absent", "capture_since": None, "table_exists": True}
-    finding = cls.at_default_severity().judge(facts)
+    finding = cls().judge(facts)
     assert finding.success and finding.observed_value == "not run"
     assert "capture_since is absent" in finding.message
 
@@ -525,7 +525,7 @@ def test_a_health_rule_passes_as_not_run_leaving_the_failure_to_the_shortfall(cl
     "cls", [c for c in HEALTH_QUALIFIERS if c.needs_rows], ids=lambda c: c.__name__
 )
 def test_a_health_rule_over_rows_does_not_apply_without_the_table(cls):
-    finding = cls.at_default_severity().judge(_health_facts(CLEAN, table_exists=False))
+    finding = cls().judge(_health_facts(CLEAN, table_exists=False))
     assert finding.success and finding.observed_value == "not applicable"
 
 
@@ -533,7 +533,7 @@ EXCESS = health.ExpectNoWriterExcessSinceCaptureSince
 
 
 def test_the_excess_rule_passes_without_excess_and_attributes_it_otherwise():
-    rule = EXCESS.at_default_severity()
+    rule = EXCESS()
     assert rule.judge(_health_facts(CLEAN, excess=CLEAN)).success
     failed = rule.judge(_health_facts(CLEAN, excess=OFFENDING))
     assert not failed.success
@@ -545,7 +545,7 @@ COLLISIONS = health.ExpectNoCrossExecutionCollisionsSinceCaptureSince
 
 
 def test_collisions_are_rows_over_keys_and_disclosed_with_both_numbers():
-    rule = COLLISIONS.at_default_severity()
+    rule = COLLISIONS()
     none = {"count": 0, "rows": 3, "keys": 3, "sample": []}
     passed = rule.judge(_health_facts(CLEAN, collisions=none))
     assert passed.success and passed.details == {"rows": 3, "keys": 3}
@@ -576,11 +576,11 @@ def test_the_scoped_max_is_never_read_as_healthy_when_null(
     facts = _health_facts(
         CLEAN, latest_observed_at=latest, qualifying_keys=qualifying, subagent_messages=skipped
     )
-    has_written = WRITTEN.at_default_severity().judge(facts)
+    has_written = WRITTEN().judge(facts)
     assert has_written.success is written and has_written.observed_value == latest
     if not written:
         assert has_written.unexpected_count == qualifying and "NULL" in has_written.message
-    activity = ACTIVITY.at_default_severity().judge(facts)
+    activity = ACTIVITY().judge(facts)
     assert activity.success is active and activity.observed_value == latest
     if not active:
         assert activity.unexpected_count == 1 and "unproven" in activity.message
@@ -589,7 +589,7 @@ def test_the_scoped_max_is_never_read_as_healthy_when_null(
 
 def test_the_shortfall_says_when_the_table_itself_is_missing():
     facts = _health_facts(OFFENDING, table_exists=False)
-    finding = SHORTFALL.at_default_severity().judge(facts)
+    finding = SHORTFALL().judge(facts)
     assert not finding.success and "task_session_subagents is missing" in finding.message
     assert finding.details["table_exists"] is False
 
@@ -698,7 +698,7 @@ SCHEMA_RULES = sorted({cls for cls, _, _ in SCHEMA_FAILURES}, key=lambda c: c.__
 
 @pytest.mark.parametrize("cls", SCHEMA_RULES, ids=lambda c: c.__name__)
 def test_a_schema_rule_passes_on_a_fresh_amended_table(cls):
-    finding = cls.at_default_severity().judge(_schema_facts())
+    finding = cls().judge(_schema_facts())
     assert finding.success and finding.unexpected_count is None
 
 
@@ -706,7 +706,7 @@ def test_a_schema_rule_passes_on_a_fresh_amended_table(cls):
     "cls, changes, message", SCHEMA_FAILURES, ids=lambda v: getattr(v, "__name__", "")
 )
 def test_a_schema_rule_fails_naming_what_is_wrong(cls, changes, message):
-    finding = cls.at_default_severity().judge(_schema_facts(**changes))
+    finding = cls().judge(_schema_facts(**changes))
     assert not finding.success and finding.unexpected_count >= 1
     assert message in finding.message
 
@@ -715,28 +715,28 @@ def test_every_schema_rule_is_tested():
     classes = {
         cls
         for cls in vars(schema).values()
-        if isinstance(cls, type) and issubclass(cls, KandevExpectation) and cls.rules
+        if isinstance(cls, type) and issubclass(cls, Verdict) and cls.rules
     }
     assert classes == {*SCHEMA_RULES, schema.ExpectSubagentsTableToExist}
 
 
 def test_an_extra_index_is_reported_and_does_not_fail():
     indexes = {"expected": {}, "missing": {}, "misshapen": {}, "unexpected": {"idx_x": {}}}
-    rule = schema.ExpectSecondaryIndexesAsFreshStore.at_default_severity()
+    rule = schema.ExpectSecondaryIndexesAsFreshStore()
     finding = rule.judge(_schema_facts(indexes=indexes))
     assert finding.success and "extra index(es), not required: idx_x" in finding.message
 
 
 def test_a_pre_amendment_table_is_no_partial_upgrade():
     facts = _schema_facts(clauses_1_to_3=False, pure_pre_amendment=True, shape="pre-amendment")
-    assert schema.ExpectNoPartialSubagentsUpgrade.at_default_severity().judge(facts).success
+    assert schema.ExpectNoPartialSubagentsUpgrade().judge(facts).success
 
 
 ABSENT_TABLE = {"table": "task_session_subagents", "table_exists": False, "shape": "absent"}
 
 
 def test_the_table_rule_fails_without_the_table_and_passes_with_it():
-    rule = schema.ExpectSubagentsTableToExist.at_default_severity()
+    rule = schema.ExpectSubagentsTableToExist()
     present = rule.judge(_schema_facts())
     assert present.success and present.observed_value == "amended"
     absent = rule.judge({**ABSENT_TABLE, "rebuild_table_left": False})
@@ -750,6 +750,6 @@ def test_the_table_rule_fails_without_the_table_and_passes_with_it():
     ids=lambda c: c.__name__,
 )
 def test_a_clause_rule_cannot_hold_without_the_table(cls):
-    finding = cls.at_default_severity().judge(ABSENT_TABLE)
+    finding = cls().judge(ABSENT_TABLE)
     assert not finding.success and finding.observed_value == "table absent"
     assert finding.message == "task_session_subagents does not exist: this cannot hold"

@@ -2,20 +2,25 @@
 
 ``kandev-dq rules`` prints its table from here and the catalogue, and ``kandev-dq init`` writes
 the suites from here (:func:`kandev_dq.run.project.suite_plan`), so neither needs GX (slow to
-import) nor a project. The expectation classes stay the source of their ``rules`` and
-``default_severity``: ``tests/test_coverage.py`` fails when this index and the project GX builds
-from the classes disagree.
+import) nor a project. Each expectation's severity and AC ids are declared here once, in its
+full-read suite: a live suite running it takes the same, and its verdict
+(:mod:`kandev_dq.verdicts`) and GX class read them from :func:`indexed`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kandev_dq.contract.severity import Severity
+
+ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
+
 
 @dataclass(frozen=True)
 class IndexedRule:
     expectation: str
     suite: str
+    #: kandev-dq's word (a :class:`Severity` in this index; a project's own word in coverage)
     severity: str
     rules: tuple[str, ...]
 
@@ -32,10 +37,10 @@ def severity_word(gx_severity: str | None) -> str:
     """kandev-dq's word for a GX severity, as this index writes it: GX's ``critical`` (and no
     severity, GX's default) is ``error``, the word the CLI, the JSON and the docs use;
     ``warning`` and ``info`` stay."""
-    return "error" if gx_severity in (None, "", "critical") else gx_severity
+    return Severity.ERROR.value if gx_severity in (None, "", Severity.ERROR.gx) else gx_severity
 
 
-def _r(expectation: str, suite: str, severity: str, rules: tuple[str, ...]) -> IndexedRule:
+def _r(expectation: str, suite: str, severity: Severity, rules: tuple[str, ...]) -> IndexedRule:
     return IndexedRule(expectation, suite, severity, rules)
 
 
@@ -44,153 +49,147 @@ _FULL_READ: tuple[IndexedRule, ...] = (
     _r(
         "expect_activation_keys_to_be_well_formed",
         "activation",
-        "error",
+        ERROR,
         ("AC-24e", "AC-24f", "AC-24"),
     ),
-    _r("expect_activation_keys_to_be_paired", "activation", "error", ("AC-24d", "AC-24a")),
-    _r("expect_activation_state_to_be_in_set", "activation", "error", ("AC-24c", "AC-24b")),
+    _r("expect_activation_keys_to_be_paired", "activation", ERROR, ("AC-24d", "AC-24a")),
+    _r("expect_activation_state_to_be_in_set", "activation", ERROR, ("AC-24c", "AC-24b")),
     _r(
         "expect_execution_since_only_on_amended_schema",
         "activation",
-        "error",
+        ERROR,
         ("AC-33b", "AC-33a", "AC-24c"),
     ),
-    _r("expect_execution_since_not_pending_self_heal", "activation", "warning", ("AC-33b",)),
-    _r("expect_activation_keys_to_be_write_once", "activation", "error", ("AC-24",)),
-    _r("expect_write_once_baseline_to_predate_this_run", "activation", "info", ("AC-24",)),
+    _r("expect_execution_since_not_pending_self_heal", "activation", WARNING, ("AC-33b",)),
+    _r("expect_activation_keys_to_be_write_once", "activation", ERROR, ("AC-24",)),
+    _r("expect_write_once_baseline_to_predate_this_run", "activation", INFO, ("AC-24",)),
     _r(
         "expect_backfill_through_not_after_capture_since",
         "activation",
-        "error",
+        ERROR,
         ("AC-24", "AC-24d"),
     ),
     _r(
         "expect_backfill_through_to_cover_qualifying_messages",
         "activation",
-        "error",
+        ERROR,
         ("AC-24", "AC-24d", "AC-24e", "AC-21"),
     ),
     _r(
         "expect_no_backfill_rows_after_capture_since",
         "activation",
-        "error",
+        ERROR,
         ("AC-24", "AC-24e", "AC-25"),
     ),
-    _r("expect_no_backfill_rows_after_backfill_through", "activation", "info", ("AC-24", "AC-24e")),
-    _r("expect_no_backfill_rows_under_sentinel", "activation", "error", ("AC-24f", "AC-24")),
+    _r("expect_no_backfill_rows_after_backfill_through", "activation", INFO, ("AC-24", "AC-24e")),
+    _r("expect_no_backfill_rows_under_sentinel", "activation", ERROR, ("AC-24f", "AC-24")),
     _r(
         "expect_no_backfill_rows_inside_sentinel_window",
         "activation",
-        "warning",
+        WARNING,
         ("AC-24f", "AC-24d"),
     ),
-    _r("expect_new_keys_to_carry_subsecond_precision", "activation", "error", ("AC-24", "AC-24e")),
-    _r("expect_legacy_keys_to_be_disclosed", "activation", "info", ("AC-24", "AC-24e")),
-    _r("expect_population_to_be_disclosed", "activation", "info", ("AC-25", "AC-32")),
-    _r("expect_backfill_reconciliation_not_vacuous", "backfill", "warning", ("AC-21", "AC-25")),
-    _r("expect_backfill_identity_to_match_message", "backfill", "error", ("AC-21", "AC-31")),
-    _r("expect_backfill_turn_id_to_match_message", "backfill", "error", ("AC-2a", "AC-21")),
+    _r("expect_new_keys_to_carry_subsecond_precision", "activation", ERROR, ("AC-24", "AC-24e")),
+    _r("expect_legacy_keys_to_be_disclosed", "activation", INFO, ("AC-24", "AC-24e")),
+    _r("expect_population_to_be_disclosed", "activation", INFO, ("AC-25", "AC-32")),
+    _r("expect_backfill_reconciliation_not_vacuous", "backfill", WARNING, ("AC-21", "AC-25")),
+    _r("expect_backfill_identity_to_match_message", "backfill", ERROR, ("AC-21", "AC-31")),
+    _r("expect_backfill_turn_id_to_match_message", "backfill", ERROR, ("AC-2a", "AC-21")),
     _r(
         "expect_backfill_statuses_to_match_message",
         "backfill",
-        "error",
+        ERROR,
         ("AC-10", "AC-12", "AC-21"),
     ),
     _r(
         "expect_backfill_metrics_to_match_message",
         "backfill",
-        "error",
+        ERROR,
         ("AC-7", "AC-7a", "AC-8", "AC-9"),
     ),
-    _r("expect_backfill_text_to_match_message", "backfill", "error", ("AC-21", "AC-23b")),
+    _r("expect_backfill_text_to_match_message", "backfill", ERROR, ("AC-21", "AC-23b")),
     _r(
         "expect_backfill_observed_at_to_be_message_created_at",
         "backfill",
-        "error",
+        ERROR,
         ("AC-1a", "AC-24e"),
     ),
-    _r(
-        "expect_backfill_settled_at_to_follow_tool_status", "backfill", "error", ("AC-23a", "AC-11")
-    ),
-    _r("expect_backfill_rows_from_winning_message", "backfill", "error", ("AC-21b",)),
+    _r("expect_backfill_settled_at_to_follow_tool_status", "backfill", ERROR, ("AC-23a", "AC-11")),
+    _r("expect_backfill_rows_from_winning_message", "backfill", ERROR, ("AC-21b",)),
     _r(
         "expect_no_backfill_rows_without_qualifying_message",
         "backfill",
-        "error",
+        ERROR,
         ("AC-21a", "AC-21"),
     ),
-    _r("expect_no_backfill_rows_relabelled_live", "backfill", "warning", ("AC-1",)),
-    _r("expect_subagent_rows_to_have_identity", "rows", "error", ("AC-2",)),
-    _r("expect_subagent_key_to_be_unique", "rows", "error", ("AC-3", "AC-14", "AC-32")),
-    _r("expect_agent_execution_id_to_be_present", "rows", "error", ("AC-30",)),
-    _r("expect_agent_execution_id_to_be_uuid_or_unknown", "rows", "error", ("AC-31",)),
-    _r("expect_subagent_source_to_be_live_or_backfill", "rows", "error", ("AC-1",)),
-    _r("expect_backfill_rows_to_carry_unknown_execution", "rows", "error", ("AC-31", "AC-25")),
-    _r("expect_no_empty_strings_in_nullable_text", "rows", "error", ("§2-empty-text",)),
-    _r("expect_no_negative_metrics", "rows", "error", ("AC-9",)),
-    _r("expect_no_zero_tokens_or_duration", "rows", "error", ("AC-7a", "AC-8")),
-    _r("expect_async_launched_rows_to_have_no_metrics", "rows", "error", ("AC-7",)),
-    _r("expect_settled_at_iff_terminal_tool_status", "rows", "error", ("AC-11", "AC-10", "AC-23a")),
-    _r("expect_tool_status_in_acp_vocabulary", "rows", "error", ("AC-12", "AC-10")),
+    _r("expect_no_backfill_rows_relabelled_live", "backfill", WARNING, ("AC-1",)),
+    _r("expect_subagent_rows_to_have_identity", "rows", ERROR, ("AC-2",)),
+    _r("expect_subagent_key_to_be_unique", "rows", ERROR, ("AC-3", "AC-14", "AC-32")),
+    _r("expect_agent_execution_id_to_be_present", "rows", ERROR, ("AC-30",)),
+    _r("expect_agent_execution_id_to_be_uuid_or_unknown", "rows", ERROR, ("AC-31",)),
+    _r("expect_subagent_source_to_be_live_or_backfill", "rows", ERROR, ("AC-1",)),
+    _r("expect_backfill_rows_to_carry_unknown_execution", "rows", ERROR, ("AC-31", "AC-25")),
+    _r("expect_no_empty_strings_in_nullable_text", "rows", ERROR, ("§2-empty-text",)),
+    _r("expect_no_negative_metrics", "rows", ERROR, ("AC-9",)),
+    _r("expect_no_zero_tokens_or_duration", "rows", ERROR, ("AC-7a", "AC-8")),
+    _r("expect_async_launched_rows_to_have_no_metrics", "rows", ERROR, ("AC-7",)),
+    _r("expect_settled_at_iff_terminal_tool_status", "rows", ERROR, ("AC-11", "AC-10", "AC-23a")),
+    _r("expect_tool_status_in_acp_vocabulary", "rows", ERROR, ("AC-12", "AC-10")),
     _r(
         "expect_observed_at_not_after_updated_or_settled",
         "rows",
-        "error",
+        ERROR,
         ("§2-timestamps", "AC-1a"),
     ),
-    _r("expect_no_orphan_subagent_rows", "rows", "error", ("AC-16",)),
-    _r("expect_is_async_to_be_zero_or_one", "rows", "error", ("§1-is-async",)),
-    _r(
-        "expect_subagent_rows_when_qualifying_messages_exist", "rows", "warning", ("AC-21", "AC-26")
-    ),
-    _r("expect_completed_rows_to_report_metrics", "rows", "info", ("AC-7", "AC-8")),
-    _r("expect_timestamps_in_recognised_utc_form", "rows", "error", ("AC-24e",)),
-    _r("expect_timestamps_to_be_within_range", "rows", "error", ("§1-timestamps", "AC-24e")),
-    _r("expect_subagents_table_to_exist", "schema", "error", ("AC-17",)),
-    _r("expect_execution_column_to_be_not_null", "schema", "error", ("AC-33", "AC-30")),
-    _r("expect_three_column_unique_key", "schema", "error", ("AC-33", "AC-14", "AC-3")),
-    _r("expect_no_two_column_unique_key", "schema", "error", ("AC-33", "AC-32")),
-    _r("expect_secondary_indexes_as_fresh_store", "schema", "error", ("AC-33", "AC-17")),
-    _r("expect_no_partial_subagents_upgrade", "schema", "error", ("AC-33a", "AC-33")),
-    _r("expect_session_foreign_key_to_cascade", "schema", "error", ("AC-16",)),
-    _r(
-        "expect_no_foreign_key_on_turn_or_execution", "schema", "error", ("AC-17", "AC-2a", "AC-31")
-    ),
+    _r("expect_no_orphan_subagent_rows", "rows", ERROR, ("AC-16",)),
+    _r("expect_is_async_to_be_zero_or_one", "rows", ERROR, ("§1-is-async",)),
+    _r("expect_subagent_rows_when_qualifying_messages_exist", "rows", WARNING, ("AC-21", "AC-26")),
+    _r("expect_completed_rows_to_report_metrics", "rows", INFO, ("AC-7", "AC-8")),
+    _r("expect_timestamps_in_recognised_utc_form", "rows", ERROR, ("AC-24e",)),
+    _r("expect_timestamps_to_be_within_range", "rows", ERROR, ("§1-timestamps", "AC-24e")),
+    _r("expect_subagents_table_to_exist", "schema", ERROR, ("AC-17",)),
+    _r("expect_execution_column_to_be_not_null", "schema", ERROR, ("AC-33", "AC-30")),
+    _r("expect_three_column_unique_key", "schema", ERROR, ("AC-33", "AC-14", "AC-3")),
+    _r("expect_no_two_column_unique_key", "schema", ERROR, ("AC-33", "AC-32")),
+    _r("expect_secondary_indexes_as_fresh_store", "schema", ERROR, ("AC-33", "AC-17")),
+    _r("expect_no_partial_subagents_upgrade", "schema", ERROR, ("AC-33a", "AC-33")),
+    _r("expect_session_foreign_key_to_cascade", "schema", ERROR, ("AC-16",)),
+    _r("expect_no_foreign_key_on_turn_or_execution", "schema", ERROR, ("AC-17", "AC-2a", "AC-31")),
     _r(
         "expect_no_writer_shortfall_since_capture_since",
         "writer_health",
-        "error",
+        ERROR,
         ("AC-26", "AC-27", "AC-28", "AC-28a", "AC-28b", "AC-23b"),
     ),
     _r(
         "expect_writer_to_have_written_since_capture_since",
         "writer_health",
-        "error",
+        ERROR,
         ("AC-29", "AC-26", "AC-28"),
     ),
     _r(
         "expect_subagent_activity_since_capture_since",
         "writer_health",
-        "warning",
+        WARNING,
         ("AC-29", "AC-26"),
     ),
     _r(
         "expect_no_writer_excess_since_capture_since",
         "writer_health",
-        "warning",
+        WARNING,
         ("AC-27", "AC-26", "AC-28"),
     ),
     _r(
         "expect_no_cross_execution_collisions_since_capture_since",
         "writer_health",
-        "info",
+        INFO,
         ("AC-27", "AC-32"),
     ),
-    _r("expect_message_metadata_to_be_json", "writer_health", "warning", ("AC-23b",)),
+    _r("expect_message_metadata_to_be_json", "writer_health", WARNING, ("AC-23b",)),
     _r(
         "expect_message_metadata_member_names_to_be_unique",
         "writer_health",
-        "warning",
+        WARNING,
         ("AC-23b", "AC-19"),
     ),
 )
@@ -262,6 +261,16 @@ def _live_rules() -> tuple[IndexedRule, ...]:
 RULE_INDEX: tuple[IndexedRule, ...] = tuple(
     sorted((*_FULL_READ, *_live_rules()), key=lambda rule: rule.suite)
 )
+#: Each expectation's own entry, in its full-read suite: the severity and AC ids it has in
+#: every suite (a live suite copies them), declared once.
+_BY_EXPECTATION: dict[str, IndexedRule] = {rule.expectation: rule for rule in _FULL_READ}
+
+
+def indexed(expectation: str) -> IndexedRule:
+    """``expectation``'s entry in its full-read suite (KeyError for a name the index lacks)."""
+    return _BY_EXPECTATION[expectation]
+
+
 #: The expectations whose class declares ``live_window``: those judging the activation, row
 #: and writer-health families of facts, which read a live window (the others read in full).
 LIVE_SCOPED: frozenset[str] = frozenset(
@@ -296,8 +305,8 @@ SUITE_TABLES: dict[str, tuple[str, ...]] = {
 
 
 #: Each rule's one sentence: what it checks, as ``rules``, ``explain``, the data docs and the
-#: expectation class (:class:`kandev_dq.expectations.base.KandevExpectation` takes it from here)
-#: say it, read without GX.
+#: rule's verdict (:class:`kandev_dq.verdicts.base.Verdict` takes it from here, and its GX
+#: class from the verdict) say it, read without GX.
 RULE_SENTENCES: dict[str, str] = {
     "expect_activation_keys_to_be_well_formed": (
         "Present keys are RFC3339 instants (backfill_through may be '')"

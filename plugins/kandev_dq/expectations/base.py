@@ -1,9 +1,11 @@
-"""What every kandev-dq expectation shares: facts metrics, findings, and data-docs rendering.
+"""What every kandev-dq expectation shares: facts metrics, results, and data-docs rendering.
 
-A *family of facts* (activation, health, rows, schema, backfill) is computed by one GX metric
-in one snapshot and shared by every expectation that judges it (GX computes a metric once per
-validation for identical kwargs). Each expectation is one small class: the AC ids it encodes,
-one sentence saying what it checks, and a ``judge`` turning facts into a :class:`Finding`.
+A *family of facts* (activation, health, rows, schema, backfill, stored text) is computed by
+one GX metric in one snapshot and shared by every expectation that judges it (GX computes a
+metric once per validation for identical kwargs). Each expectation is a thin GX class: its
+fields (GX declares an expectation's parameters as fields), and a verdict of the same name
+(:mod:`kandev_dq.verdicts`, no GX) holding its family of facts, its ``judge`` and its listing;
+its AC ids, severity and sentence come from the rule index through that verdict.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import hashlib
 import html
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from great_expectations.compatibility import pydantic
@@ -31,11 +32,13 @@ from great_expectations.render.renderer.renderer import renderer
 from great_expectations.util import camel_to_snake
 from great_expectations.validator.metric_configuration import MetricConfiguration
 
-from kandev_dq.contract.rule_index import LIVE_WINDOW, RULE_SENTENCES, severity_word
+from kandev_dq.contract.rule_index import LIVE_WINDOW, severity_word
 from kandev_dq.errors import exception_message
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import gx_facts
+from kandev_dq.verdicts import verdict_of
+from kandev_dq.verdicts.base import Family, Finding, Verdict
 
 #: Each registered family of facts: metric name -> (compute, the value keys it takes).
 FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...]]] = {}
@@ -107,17 +110,14 @@ LIVE_KEY = "live_window"
 WINDOW_RECORD = ("suite", "store", "watermark", "previous", "overlap_minutes", "max_gap_hours")
 
 
-def register_facts(
-    name: str,
-    compute: Callable[..., Mapping[str, Any]],
-    value_keys: tuple[str, ...] = (),
-    *,
-    windowed: bool = False,
-) -> str:
-    """Register GX metric ``name`` computing one family of facts; return the metric name.
+def register_facts(family: Family) -> str:
+    """Register the GX metric computing ``family`` (once); return the metric name.
 
     A ``windowed`` family also takes :data:`LIVE_KEY`: given a live suite's name, it depends on
     the :data:`LIVE_WINDOW` metric and ``compute`` receives that window (``window=``)."""
+    name, compute, value_keys = family.name, family.compute, family.value_keys
+    if name in FACTS_FAMILIES:
+        return name
     FACTS_FAMILIES[name] = (compute, value_keys)
 
     def facts(execution_engine, params: dict[str, Any], metrics=None) -> Mapping[str, Any]:
@@ -125,8 +125,9 @@ def register_facts(
         decided = (metrics or {}).get(LIVE_WINDOW) if params.pop(LIVE_KEY, None) else None
         if decided is not None:
             params["window"] = ChangeWindow(decided["start"], decided["reason"])
-        family = name + repr(sorted(params.items()))
-        found = gx_facts(execution_engine.engine, family, lambda conn: compute(conn, **params))
+        found = gx_facts(
+            execution_engine.engine, family.key(params), lambda conn: compute(conn, **params)
+        )
         if decided is None:
             return found
         # The window as decided (and this run's watermark, which the next run starts from),
@@ -140,7 +141,7 @@ def register_facts(
         record = {key: decided.get(key) for key in WINDOW_RECORD}
         return {**found, "window": {**read, **record}}
 
-    if not windowed:
+    if not family.windowed:
         return register_metric(name, facts, value_keys)
 
     def needs(params: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -148,35 +149,6 @@ def register_facts(
         return {LIVE_WINDOW: {LIVE_KEY: suite}} if suite else {}
 
     return register_metric(name, facts, (*value_keys, LIVE_KEY), needs)
-
-
-@dataclass(kw_only=True)
-class Finding:
-    """One rule's verdict on one snapshot."""
-
-    success: bool
-    observed_value: Any
-    message: str
-    unexpected_count: int | None = None
-    sample: list[dict[str, Any]] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-    #: The query listing every counted item, for a rule that counts rows, messages or keys.
-    listing: Listing | None = None
-
-
-def counted(facts_part: dict[str, Any] | None, noun: str, fix: str) -> Finding:
-    """The common shape: ``count`` offending rows with a capped ``sample`` of them."""
-    part = facts_part or {"count": 0, "sample": []}
-    count = part["count"]
-    message = f"no {noun}" if not count else f"{count} {noun}; {fix}"
-    return Finding(
-        success=count == 0,
-        observed_value=count,
-        message=message,
-        unexpected_count=count,
-        sample=part["sample"],
-        listing=part.get("listing"),
-    )
 
 
 #: JSON a result's sample may take: with every value already cut in SQL to ~260 characters,
@@ -197,10 +169,13 @@ def bounded_sample(sample: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
 
 
 class KandevExpectation(BatchExpectation):
-    """Base of every kandev-dq expectation; subclasses set ``rules`` and ``facts``, and take
-    their one sentence (``rule_text``) from the rule index's :data:`RULE_SENTENCES`, which
-    ``explain`` and the data docs read without GX."""
+    """Base of every kandev-dq expectation. A subclass named ``Expect...`` takes from its
+    verdict (:func:`kandev_dq.verdicts.verdict_of`, by the type name GX derives from the class
+    name) the family of facts it depends on (registered here as a GX metric), its AC ids
+    (``rules``), sentence (``rule_text``) and severity, and delegates ``judge`` and ``listing``
+    to it, built from the expectation's own fields."""
 
+    verdict: ClassVar[type[Verdict]]
     rules: ClassVar[tuple[str, ...]] = ()
     rule_text: ClassVar[str] = ""
     facts: ClassVar[str] = ""
@@ -215,29 +190,35 @@ class KandevExpectation(BatchExpectation):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.facts:
-            cls.metric_dependencies = (cls.facts, *cls.judged_metrics)
-        cls.rule_text = RULE_SENTENCES.get(camel_to_snake(cls.__name__), "")
+        if not cls.__name__.startswith("Expect"):
+            return
+        verdict = verdict_of(camel_to_snake(cls.__name__))
+        cls.verdict = verdict
+        cls.facts = register_facts(verdict.facts)
+        cls.judged_metrics = verdict.judged_metrics
+        cls.metric_dependencies = (cls.facts, *cls.judged_metrics)
+        cls.rules = verdict.rules
+        cls.rule_text = verdict.rule_text
+        cls.default_severity = FailureSeverity(verdict.severity.gx)
 
     @classmethod
     def at_default_severity(cls, **kwargs: Any) -> KandevExpectation:
         """An instance carrying this rule's own severity (error, warning or info)."""
         return cls(severity=cls.default_severity, **kwargs)
 
-    def judge(self, facts: dict[str, Any]) -> Finding:
-        raise NotImplementedError
+    def judged_by(self) -> Verdict:
+        """This expectation's verdict, given the arguments it declares from this instance."""
+        return self.verdict(**{name: getattr(self, name) for name in self.verdict.arguments})
 
-    def listing(self, facts: dict[str, Any]) -> Listing | None:
-        """The query listing every item this rule counts, where its judge did not attach it
-        (a rule that counts no rows has none)."""
-        return None
+    def judge(self, facts: Mapping[str, Any]) -> Finding:
+        return self.judged_by().judge(facts)
 
-    def finding(self, facts: dict[str, Any]) -> Finding:
+    def listing(self, facts: Mapping[str, Any]) -> Listing | None:
+        return self.judged_by().listing(facts)
+
+    def finding(self, facts: Mapping[str, Any]) -> Finding:
         """The verdict on ``facts``, carrying the rule's listing query whether or not it failed."""
-        found = self.judge(facts)
-        if found.listing is None:
-            found.listing = self.listing(facts)
-        return found
+        return self.judged_by().finding(facts)
 
     def _validate(
         self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None

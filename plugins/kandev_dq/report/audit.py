@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.check import CheckReport, run_check, verdict_line
 from kandev_dq.run.checkpoint import Progress
@@ -164,10 +165,9 @@ def queries_sql(report: CheckReport, ran_at: str) -> str:
     """Every failed rule's listing query, each after ``--`` comment lines naming the rule, its
     AC ids, severity and finding. Comment text is one line each (store values quoted in a
     finding cannot end the comment); the queries run as they are in sqlite3 or psql."""
-    order = {"error": 0, "warning": 1, "info": 2}
     listed = sorted(
         (r for r in report.results if not r.success and r.query),
-        key=lambda r: (order.get(r.severity, 3), r.suite, r.expectation),
+        key=lambda r: (Severity.rank_of(r.severity), r.suite, r.expectation),
     )
     lines = [
         f"-- kandev-dq audit, {CHECKPOINT} on {one_line(report.store)} ({report.dialect}), "

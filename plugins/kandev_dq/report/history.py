@@ -17,13 +17,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import STATES
 from kandev_dq.run.inputs import chosen_store
 from kandev_dq.run.records import Accept, Records, records_ref, refuse_the_store
 from kandev_dq.run.results import RuleResult, rule_result
 from kandev_dq.store.reference import StoreRef
 
-SEVERITIES = ("error", "warning", "info")
+SEVERITIES = tuple(severity.value for severity in Severity)
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
 
 
@@ -187,7 +188,6 @@ def _figure(figure: str, raw, rule: RuleResult) -> int | None:
 
 
 def _past_run(record: dict[str, Any]) -> PastRun:
-    order = {"error": 0, "warning": 1, "info": 2}
     failed = [
         FailedRule(
             f.get("suite", ""),
@@ -198,7 +198,7 @@ def _past_run(record: dict[str, Any]) -> PastRun:
         )
         for f in record.get("failed_rules") or []
     ]
-    failed.sort(key=lambda f: (order.get(f.severity, 3), f.suite, f.expectation))
+    failed.sort(key=lambda f: (Severity.rank_of(f.severity), f.suite, f.expectation))
     counts = record.get("counts") or {}
     return PastRun(
         run_time=record["run_time"],

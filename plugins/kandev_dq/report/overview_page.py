@@ -26,6 +26,7 @@ from great_expectations.render import (
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS, BACKFILL_THROUGH
 from kandev_dq.contract.rule_index import RULE_SENTENCES
+from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import explain_state
 from kandev_dq.expectations.base import listing_block
 from kandev_dq.report.history import TIMELINE_RUNS
@@ -497,9 +498,8 @@ def _findings_section(overview: Overview) -> RenderedSectionContent:
     blocks: list[Any] = [
         _title(name, "the latest run's rules that did not pass: errors, then warnings, then info")
     ]
-    order = {"error": 0, "warning": 1, "info": 2}
     flagged = [
-        (order.get(r.severity, 3), suite_run, r)
+        (Severity.rank_of(r.severity), suite_run, r)
         for suite_run in (latest.suites if latest else [])
         for r in suite_run.rules
         if not r.success

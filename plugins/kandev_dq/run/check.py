@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import window_text
@@ -40,7 +41,7 @@ from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.snapshot import pinned
 
-SEVERITIES = ("error", "warning", "info")
+SEVERITIES = tuple(severity.value for severity in Severity)
 
 
 @dataclass

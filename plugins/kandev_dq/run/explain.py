@@ -5,7 +5,9 @@ snapshot (:func:`kandev_dq.store.snapshot.pinned`), exactly as a check does, and
 listing query that family declared, failed or not (:mod:`kandev_dq.sql.listing`). With
 ``run`` the query runs in that same snapshot: the total counted in SQL, the rows read with
 every value cut in SQL (:func:`kandev_dq.sql.shown.shown`), capped unless all are asked for.
-The rules are the code's own suites (:data:`kandev_dq.run.project.SUITES`), at their defaults.
+The rules are the code's own suites (:func:`kandev_dq.run.project.suite_plan`, read from the rule
+index), at their defaults, each judged by its verdict (:mod:`kandev_dq.verdicts`): describing a
+rule never imports GX.
 """
 
 from __future__ import annotations
@@ -18,16 +20,17 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER, severity_word
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.errors import KandevDqError
-from kandev_dq.expectations.base import FACTS_FAMILIES, Finding, KandevExpectation
 from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.project import SUITES, default_project
+from kandev_dq.run.project import SUITES, default_project, suite_plan
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import sample_of
 from kandev_dq.store.access import open_store
 from kandev_dq.store.reference import resolve_url, sqlite_file
 from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
+from kandev_dq.verdicts import verdict_of
+from kandev_dq.verdicts.base import Finding, Verdict
 
 #: Rows ``explain --run`` shows in its table (the total is always counted).
 SHOWN_ROWS = 50
@@ -39,22 +42,25 @@ COUNTS_NO_ROWS = "this rule counts no rows (it judges keys, the schema or a stat
 
 @dataclass(frozen=True)
 class Rule:
-    """One expectation of the code's suites, at its default severity."""
+    """One expectation of the code's suites: the verdict judging it, given the arguments that
+    suite gives it (its AC ids, severity and sentence are the rule index's)."""
 
     suite: str
-    expectation: KandevExpectation
+    #: The verdict of the expectation, given the suite's arguments.
+    expectation: Verdict
 
     @property
     def name(self) -> str:
-        return self.expectation.expectation_type
+        return self.expectation.expectation
 
 
 def rules() -> dict[str, Rule]:
     """Every expectation of the code's suites by its type name (the first suite holding it)."""
     found: dict[str, Rule] = {}
-    for suite, build in SUITES.items():
-        for expectation in build():
-            found.setdefault(expectation.expectation_type, Rule(suite, expectation))
+    for suite in SUITES:
+        for planned in suite_plan(suite):
+            if planned.type not in found:
+                found[planned.type] = Rule(suite, verdict_of(planned.type)(**planned.kwargs))
     return found
 
 
@@ -72,14 +78,12 @@ def finding_in(
 ) -> Finding:
     """``rule``'s verdict on the snapshot ``read`` pins on ``engine``, with its listing (a
     write-once rule's with ``ledger``, the records database's, :func:`recorded_ledger`)."""
-    expectation = rule.expectation
-    compute, value_keys = FACTS_FAMILIES[expectation.facts]
-    params = {key: getattr(expectation, key) for key in value_keys}
-    family = expectation.facts + repr(sorted(params.items()))
-    facts = dict(facts_for(engine, family, lambda conn: compute(conn, **params)))
+    verdict = rule.expectation
+    family, params = verdict.facts, verdict.params()
+    facts = dict(facts_for(engine, family.key(params), lambda conn: family.compute(conn, **params)))
     if ledger is not None:
         facts[WRITE_ONCE_LEDGER] = ledger
-    return expectation.finding(facts)
+    return verdict.finding(facts)
 
 
 @contextmanager
@@ -147,13 +151,14 @@ def explain(
     rule = rule_named(name)
     with snapshot_of(target) as (store, read):
         ledger = None
-        if WRITE_ONCE_LEDGER in rule.expectation.judged_metrics:
+        judges_ledger = WRITE_ONCE_LEDGER in rule.expectation.judged_metrics
+        if judges_ledger:
             ledger = recorded_ledger(
                 project or default_project(), records, store_identity(store.url)
             )
             ledger = ledger and ledger | {"store": store.shown}  # named in the rule's remedy
         found = finding_in(read, store.engine, rule, ledger)
-        if WRITE_ONCE_LEDGER in rule.expectation.judged_metrics and ledger is None:
+        if judges_ledger and ledger is None:
             found = Finding(
                 success=True,
                 observed_value=None,
@@ -162,20 +167,19 @@ def explain(
                     "`kandev-dq check` takes its write-once baseline"
                 ),
             )
-        severity = getattr(rule.expectation.severity, "value", rule.expectation.severity)
         explained = Explanation(
             expectation=rule.name,
             suite=rule.suite,
-            severity=severity_word(severity),
-            rules=list(type(rule.expectation).rules),
-            sentence=type(rule.expectation).rule_text,
+            severity=rule.expectation.severity.value,
+            rules=list(rule.expectation.rules),
+            sentence=rule.expectation.rule_text,
             store=store.shown,
             dialect=store.dialect,
             query=found.listing.sql() if found.listing is not None else None,
             success=found.success,
             unexpected_count=found.unexpected_count,
             message=found.message,
-            judged=not (WRITE_ONCE_LEDGER in rule.expectation.judged_metrics and ledger is None),
+            judged=not (judges_ledger and ledger is None),
         )
         if found.listing is None:  # never "counts no rows" for a rule whose table is missing
             explained.no_query = (

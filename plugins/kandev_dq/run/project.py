@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX
+from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
 from kandev_dq.run.settings import project_code_allowed_by_environment
 
@@ -81,7 +82,7 @@ def suite_plan(suite: str) -> list[Planned]:
     return [
         Planned(
             rule.expectation,
-            "critical" if rule.severity == "error" else rule.severity,
+            Severity(rule.severity).gx,
             copy.deepcopy(SUITE_KWARGS.get(rule.expectation, {})) | live,
         )
         for rule in RULE_INDEX

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
+from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
 from kandev_dq.store.reference import with_pg_option
 
-SEVERITIES = ("error", "warning", "info")
+SEVERITIES = tuple(severity.value for severity in Severity)
 NON_UTC_ZONE = "America/New_York"
 
 
