@@ -228,7 +228,9 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     rules = _rules(amended)
     scanned = _scanned(amended, with_key_counts=True, read=read)
     c = scanned.c
-    plain = _scanned(amended, with_key_counts=False, read=read)
+    # A window's changed rows are read once, their keys counted beside each of them: the
+    # scan the table needs (no index on observed_at or updated_at) is then the only one.
+    plain = scanned if windowed else _scanned(amended, with_key_counts=False, read=read)
 
     identity = [
         "id",
@@ -236,28 +238,36 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         *(["agent_execution_id"] if amended else []),
         "tool_call_id",
     ]
-    # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the key
-    # beside the scan: a window in the scan passed every column of every row through a sorter
-    # (a third of the statement's time on SQLite). Its samples and listing read the window.
-    duplicated = (
-        _changed_duplicated_keys(scanned, facts["key"]) if windowed else _duplicated_keys(amended)
-    )
-    held_rows = sa.select(sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0))
+    first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
+    if windowed:
+        # Each duplicated key of a changed row counted once, by its first changed row (its
+        # rank among them): a DISTINCT over the keys let SQLite walk the whole key index.
+        held_rows = sa.func.coalesce(
+            sa.func.sum(sa.case((first_of_duplicated_key, c.key_rows), else_=0)), 0
+        )
+        duplicated = None
+    else:
+        # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the
+        # key beside the scan: a window in the scan passed every column of every row through a
+        # sorter (a third of the statement's time on SQLite). Its samples and listing read the
+        # window.
+        duplicated = _duplicated_keys(amended)
+        held_rows = sa.select(
+            sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0)
+        ).scalar_subquery()
 
     def condition(name: str, pred: Predicate, shown: tuple[str, ...]) -> Counted:
         columns = [*identity, "observed_at", *shown]
         if name == "duplicate_rows":
-            return Counted(
-                count=held_rows.scalar_subquery(), sample=_sample(scanned, pred, columns)
-            )
+            return Counted(count=held_rows, sample=_sample(scanned, pred, columns))
         return Counted(when=pred(plain.c), sample=_sample(plain, pred, columns))
 
     conditions = {name: condition(name, pred, shown) for name, (pred, shown) in rules.items()}
-    first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
     extra = [
         *(count_when(plain.c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS),
         count_when(plain.c.agent_status == "completed").label("completed_rows"),
         sa.func.count().label("rows"),
+        *([count_when(first_of_duplicated_key).label("duplicated_keys")] if windowed else []),
     ]
     counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
     facts["rows"] = int(counts["rows"])
@@ -273,8 +283,11 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # The keys are counted apart, and only when some row shares its key: in the counting
     # statement their grouping ran a second time on every healthy table (a third of it).
     held = facts["rules"]["duplicate_rows"]["count"]
-    keys = sa.select(sa.func.count()).select_from(duplicated)
-    facts["rules"]["duplicate_rows"]["keys"] = int(conn.execute(keys).scalar_one()) if held else 0
+    if duplicated is None:
+        keys = int(counts["duplicated_keys"])
+    else:
+        keys = int(conn.execute(sa.select(sa.func.count()).select_from(duplicated)).scalar_one())
+    facts["rules"]["duplicate_rows"]["keys"] = keys if held else 0
     # The rule counts keys (AC-3): its listing is one row per duplicated key.
     facts["rules"]["duplicate_rows"]["listing"] = listing_of(
         conn,
@@ -289,17 +302,6 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         "rows share this key",
     )
     return facts
-
-
-def _changed_duplicated_keys(scanned: sa.Subquery, key: list[str]) -> sa.Subquery:
-    """Each key of a changed row held by more than one row of the table, with ``key_rows``."""
-    c = scanned.c
-    return (
-        sa.select(*(c[name] for name in key), c.key_rows)
-        .where(c.key_rows > 1)
-        .distinct()
-        .subquery("duplicated")
-    )
 
 
 def _duplicated_keys(amended: bool) -> sa.Subquery:

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import parse_key
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages, task_sessions
 from kandev_dq.facts.shapes import ChangeWindow, WindowFacts
-from kandev_dq.sql.dialect import at_or_after, instant_param, may_hold_string
+from kandev_dq.sql.dialect import at_or_after, instant_param, may_hold_string, one_of
 from kandev_dq.sql.mapping import SUBAGENT_KIND
 from kandev_dq.sql.messages import stored_metadata
 from kandev_dq.store.observe import index_leading
@@ -40,12 +40,23 @@ SESSIONS = "the changed sessions' messages and rows"
 @dataclass(frozen=True)
 class WindowRead:
     """A window as the facts read it: ``full`` (everything, as nightly reads it) or the
-    changed sessions (``sessions``, one column ``task_session_id``) and the start bound."""
+    changed sessions (``sessions``, one column ``task_session_id``) and the start bound;
+    ``session_ids``, where they were read first (PostgreSQL), the same sessions as values."""
 
     full: bool
     facts: WindowFacts
     start: sa.BindParameter | None = None
     sessions: sa.CTE | None = None
+    session_ids: tuple[str, ...] | None = None
+
+    def in_sessions(self, column, *, listing: bool = False) -> sa.ColumnElement[bool]:
+        """``column`` (a session id) is one of the changed sessions: the values read first,
+        where they were; in a ``listing`` (a statement a reviewer runs) always the subquery,
+        which states the window by its start rather than by thousands of ids."""
+        assert self.sessions is not None
+        if self.session_ids is not None and not listing:
+            return one_of(column, self.session_ids, "changed_session_ids")
+        return column.in_(sa.select(self.sessions.c.task_session_id))
 
     def changed_when(self, created_or_observed, updated) -> sa.ColumnElement[bool]:
         """A message or row changed in the window: created (observed) or updated at or after
@@ -152,7 +163,17 @@ def read_window(
     }
     # A CTE: read once, though the ledger filters both its sides by it.
     sessions = sa.union(*sides).cte("changed_sessions")
-    return WindowRead(full=False, facts=facts, start=start, sessions=sessions)
+    ids = None
+    if conn.dialect.name == "postgresql":
+        # PostgreSQL plans the ledger for the rows it estimates, and a window's newest messages
+        # lie past its statistics: a nested loop planned for one message re-read the session
+        # set once per message (5,000 times). Read first in the same snapshot and bound as one
+        # array, the set is a hashed filter or an index condition, never a join to repeat.
+        # (SQLite computes an uncorrelated IN list once by design, and its ids may be stored
+        # as any type, which values sent back could not match exactly: it keeps the subquery.)
+        ids = tuple(conn.execute(sa.select(sessions.c.task_session_id)).scalars())
+        reads[SESSIONS] += "; the changed sessions read first, bound as one array"
+    return WindowRead(full=False, facts=facts, start=start, sessions=sessions, session_ids=ids)
 
 
 def _candidate(m) -> sa.ColumnElement[bool]:

@@ -409,6 +409,13 @@ class metadata_doc(FunctionElement):  # noqa: N801
         super().__init__(*clauses)
 
 
+def one_of(column, ids: tuple[str, ...], name: str) -> ColumnElement:
+    """``column`` is one of ``ids``, bound as ONE parameter ``name`` (a ``text[]`` on
+    PostgreSQL, a JSON array on SQLite): a filter no join plan can repeat per row, whatever
+    the planner believes about either side's size."""
+    return _IdIn(column, sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True))
+
+
 def _excluded_ids(id_column, ids: tuple[str, ...]) -> ColumnElement:
     """``id_column`` is one of ``ids``: one array parameter on PostgreSQL, an IN list elsewhere."""
     return _IdIn(

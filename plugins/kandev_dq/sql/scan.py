@@ -46,13 +46,22 @@ def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
-def part(conn: sa.Connection, count: int, sample: sa.Select | None, reason: str = "") -> Part:
+def part(
+    conn: sa.Connection,
+    count: int,
+    sample: sa.Select | None,
+    reason: str = "",
+    *,
+    listing: sa.Select | None = None,
+) -> Part:
     """A count read by the counting statement, with a capped sample only when non-zero, and
-    (given a ``reason``) the listing of every counted row the sample is taken from."""
+    (given a ``reason``) the listing of every counted row the sample is taken from, or of
+    ``listing``: the same rows stated in a form a reviewer can read (no bound value lists)."""
     shown = sample_of(conn, with_instants(sample)) if count and sample is not None else []
     found: Part = {"count": count, "sample": shown}
-    if reason and sample is not None:
-        found["listing"] = listing_of(conn, sample, reason)
+    listed = listing if listing is not None else sample
+    if reason and listed is not None:
+        found["listing"] = listing_of(conn, listed, reason)
     return found
 
 
