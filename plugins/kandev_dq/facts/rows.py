@@ -171,10 +171,11 @@ def _rules(amended: bool) -> dict[str, tuple[Predicate, tuple[str, ...]]]:
 
 
 def _scanned(
-    amended: bool, *, with_key_counts: bool, read: WindowRead | None = None
+    amended: bool, *, with_key_counts: bool, read: WindowRead | None = None, listing: bool = False
 ) -> sa.Subquery:
     """The table as the rules read it: orphan marker, and (optionally) rows and rank per key.
-    With a window ``read``, only the rows changed in it, each key counted over the table."""
+    With a window ``read``, only the rows changed in it, each key counted over the table (in a
+    ``listing``, named by the window's start rather than by the rows read for it)."""
     r = subagents.c
     names = AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE
     key = [r[name] for name in names]
@@ -190,9 +191,7 @@ def _scanned(
         held = sa.select(sa.func.count()).select_from(same).where(*same_key)
         extra.append(held.scalar_subquery().label("key_rows"))
         # Ranked among the changed rows: the listing names each key once, by its first one.
-        earlier = held.where(
-            same.c.id < r.id, read.changed_when(same.c.observed_at, same.c.updated_at)
-        )
+        earlier = held.where(same.c.id < r.id, read.row_changed(same, listing=listing))
         extra.append((earlier.scalar_subquery() + 1).label("key_rank"))
     elif with_key_counts:
         extra.append(sa.func.count().over(partition_by=key).label("key_rows"))
@@ -201,7 +200,7 @@ def _scanned(
         subagents.outerjoin(task_sessions, task_sessions.c.id == subagents.c.task_session_id)
     )
     if windowed:
-        scanned = scanned.where(read.changed_when(r.observed_at, r.updated_at))
+        scanned = scanned.where(read.row_changed(subagents, listing=listing))
     return scanned.subquery("scanned")
 
 
@@ -231,6 +230,9 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # A window's changed rows are read once, their keys counted beside each of them: the
     # scan the table needs (no index on observed_at or updated_at) is then the only one.
     plain = scanned if windowed else _scanned(amended, with_key_counts=False, read=read)
+    # What a listing states (the window by its start), where the counts read the rows by key.
+    listed = _scanned(amended, with_key_counts=True, read=read, listing=True)
+    listed_plain = listed if windowed else plain
 
     identity = [
         "id",
@@ -259,8 +261,16 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     def condition(name: str, pred: Predicate, shown: tuple[str, ...]) -> Counted:
         columns = [*identity, "observed_at", *shown]
         if name == "duplicate_rows":
-            return Counted(count=held_rows, sample=_sample(scanned, pred, columns))
-        return Counted(when=pred(plain.c), sample=_sample(plain, pred, columns))
+            return Counted(
+                count=held_rows,
+                sample=_sample(scanned, pred, columns),
+                listing=_sample(listed, pred, columns),
+            )
+        return Counted(
+            when=pred(plain.c),
+            sample=_sample(plain, pred, columns),
+            listing=_sample(listed_plain, pred, columns),
+        )
 
     conditions = {name: condition(name, pred, shown) for name, (pred, shown) in rules.items()}
     extra = [
@@ -289,16 +299,17 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         keys = int(conn.execute(sa.select(sa.func.count()).select_from(duplicated)).scalar_one())
     facts["rules"]["duplicate_rows"]["keys"] = keys if held else 0
     # The rule counts keys (AC-3): its listing is one row per duplicated key.
+    shown = listed.c
     facts["rules"]["duplicate_rows"]["listing"] = listing_of(
         conn,
         sa.select(
-            *(c[name] for name in facts["key"]),
-            c.key_rows,
-            c.id.label("first_row_id"),
-            c.observed_at,
+            *(shown[name] for name in facts["key"]),
+            shown.key_rows,
+            shown.id.label("first_row_id"),
+            shown.observed_at,
         )
-        .where(first_of_duplicated_key)
-        .order_by(*(c[name] for name in facts["key"])),
+        .where(shown.key_rows > 1, shown.key_rank == 1)
+        .order_by(*(shown[name] for name in facts["key"])),
         "rows share this key",
     )
     return facts

@@ -444,6 +444,9 @@ _ID_ARRAY = _IdArray()
 class _IdIn(ColumnElement):
     inherit_cache = True
     type = sa.Boolean()
+    # A test already: SQLite must not get "(…) = 1" in a WHERE, which hides the list from the
+    # planner and scans the table rather than looking each id up.
+    _is_implicitly_boolean = True
 
     def __init__(self, column, param):
         self.column = column
