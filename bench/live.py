@@ -27,6 +27,7 @@ The statements of one in-process run on the large store are kept with their plan
 
 from __future__ import annotations
 
+import re
 import shutil
 import statistics
 import time
@@ -217,6 +218,9 @@ def _project_for(label: str, kept: Path, template: Path, work: Path, dialect: st
     return measure.fresh_project(template, work / f"live-{dialect}-small")
 
 
+_PLANNER_SETTING = re.compile(r"^\s*SET\s+LOCAL\b|\bset_config\(", re.IGNORECASE)
+
+
 def _write_plans(store: Copy, statements: list[tuple[str, Any, float]], out: Path) -> Path:
     """Each read statement of one run with its seconds and its plan (untimed)."""
     explain = {"sqlite": measure._sqlite_plan, "postgresql": measure._postgres_plan}[store.dialect]
@@ -228,6 +232,11 @@ def _write_plans(store: Copy, statements: list[tuple[str, Any, float]], out: Pat
     try:
         with pinned(opened.engine) as run:
             for statement, parameters, seconds in statements:
+                if _PLANNER_SETTING.search(statement):
+                    # A planner setting the run made for its next statements: made here too,
+                    # so each plan is the one the run used.
+                    run.connection.exec_driver_sql(statement, parameters)
+                    continue
                 key = (statement, repr(parameters))
                 if key in sections or not measure._READ.match(statement):
                     continue

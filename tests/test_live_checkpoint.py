@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import Instant, parse_key
 from kandev_dq.errors import KandevDqError
 from kandev_dq.facts.health import health_facts
+from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check, window_lines
@@ -259,3 +260,39 @@ def test_a_watermark_later_than_the_run_reads_in_full():
     assert later["start"] is None and "later than this run began" in later["reason"]
     earlier = decide("live_rows", _rfc(now - timedelta(hours=1)), now, LiveSettings())
     assert earlier["start"] == _rfc(now - timedelta(hours=1, minutes=5))
+
+
+def test_the_subagent_table_is_scanned_once_by_the_writer_health_and_row_reads(activated, target):
+    """The table has no index on observed_at or updated_at: its rows changed in a window are
+    read by one scan per snapshot, shared by the writer-health ledger and the row rules, and
+    then named by key; the ledger reads the changed sessions' rows through their index. (SQLite's
+    plan names a full scan plainly; PostgreSQL prices one for tiny tables whatever the SQL.)"""
+    if target.dialect != "sqlite":
+        pytest.skip("SQLite's plans say which reads scan the table")
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC))
+    store = open_store(target.url)
+    statements = []
+    sa.event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, sql, params, context, many: statements.append((sql, params)),
+    )
+    window = ChangeWindow(_rfc(datetime.now(UTC) - timedelta(minutes=10)), "a window")
+    try:
+        with store.snapshot() as conn:
+            health = health_facts(conn, window)
+            rows = row_facts(conn, window)
+            scans = [
+                sql
+                for sql, params in statements
+                if sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                for step in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)
+                if step[-1] == "SCAN task_session_subagents"
+            ]
+    finally:
+        store.dispose()
+    assert len(scans) == 1, scans
+    assert health["latest_observed_at"] is not None and rows["rows"] == 1
+    for read in (health["window"]["reads"], rows["window"]["reads"]):
+        assert "read once for the snapshot" in read["subagent rows changed in the window"]

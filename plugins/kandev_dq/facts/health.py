@@ -47,7 +47,7 @@ from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, re
 from kandev_dq.contract.tables import subagents
 from kandev_dq.facts.shapes import ChangeWindow, HealthFacts
 from kandev_dq.facts.window import WindowRead, read_window
-from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
+from kandev_dq.sql.dialect import at_or_after, index_reads, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
@@ -193,23 +193,25 @@ def _latest_observed(conn: sa.Connection, bound: sa.BindParameter) -> str | None
 def _counted(
     conn: sa.Connection, bound: sa.BindParameter, *, with_rows: bool, read: WindowRead | None
 ) -> tuple[sa.Subquery, sa.Row]:
-    """The ledger and its counts, in ONE statement (see the module's note)."""
+    """The ledger and its counts, in ONE statement (see the module's note); a window's planned
+    for the indexes that read its sessions (:func:`~kandev_dq.sql.dialect.index_reads`)."""
     ledger = _ledger(bound, with_rows=with_rows, read=read)
     k = ledger.c
     changed = k.changed == 1
-    counts = conn.execute(
-        sa.select(
-            count_when(sa.and_(k.messaged == 1, changed)).label("subagent_messages"),
-            count_when(sa.and_(k.qualifying == 1, changed)).label("qualifying_keys"),
-            count_when(sa.and_(k.qualifying == 1, k.observed == 0, changed)).label("shortfall"),
-            count_when(sa.and_(k.observed == 1, k.messaged == 0, changed)).label("excess"),
-            count_when(sa.and_(k.observed == 1, changed)).label("keys"),
-            sa.func.coalesce(sa.func.sum(sa.case((changed, k.rows), else_=0)), 0).label("rows"),
-            # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
-            sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
-            sa.func.coalesce(sa.func.max(k.recent), 0).label("recent"),
-        )
-    ).one()
+    with index_reads(conn, small=read is not None and read.small):
+        counts = conn.execute(
+            sa.select(
+                count_when(sa.and_(k.messaged == 1, changed)).label("subagent_messages"),
+                count_when(sa.and_(k.qualifying == 1, changed)).label("qualifying_keys"),
+                count_when(sa.and_(k.qualifying == 1, k.observed == 0, changed)).label("shortfall"),
+                count_when(sa.and_(k.observed == 1, k.messaged == 0, changed)).label("excess"),
+                count_when(sa.and_(k.observed == 1, changed)).label("keys"),
+                sa.func.coalesce(sa.func.sum(sa.case((changed, k.rows), else_=0)), 0).label("rows"),
+                # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
+                sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
+                sa.func.coalesce(sa.func.max(k.recent), 0).label("recent"),
+            )
+        ).one()
     return ledger, counts
 
 

@@ -12,7 +12,9 @@ are a range of ``idx_messages_created_at``; messages updated in it a range of
 ``idx_messages_session_updated`` per session (upstream creates both). Without one, the read is
 a scan, and :attr:`WindowRead.facts` says so, as it says how every other read was served;
 ``task_session_subagents`` has no index on ``observed_at`` or ``updated_at`` upstream, so its
-changed rows are read by a scan.
+changed rows are read by a scan: ONE per snapshot (:func:`changed_rows`), shared by the
+writer-health ledger and the row rules, which then name those rows by rowid (SQLite) or id
+(PostgreSQL). A listing, a statement a reviewer runs, states the window by its start instead.
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ class WindowRead:
     rows: ChangedRows | None = None
     #: The changed sessions as a listing states them: by the window's start alone.
     listed_sessions: sa.CTE | None = None
+    #: Every index the window's reads by session or key need is there: its statements may be
+    #: planned for them alone (:func:`~kandev_dq.sql.dialect.index_reads`).
+    indexed: bool = False
+
+    @property
+    def small(self) -> bool:
+        """A windowed read the store's indexes serve: planned for them."""
+        return not self.full and self.indexed
 
     def row_changed(self, row: sa.Table, *, listing: bool = False) -> sa.ColumnElement[bool]:
         """A row of ``row`` (the subagent table or an alias) changed in the window: one of
@@ -171,7 +181,9 @@ def read_changed_rows(conn: sa.Connection, window: ChangeWindow | None) -> Windo
         "reason": window.reason,
         "reads": reads,
     }
-    return WindowRead(full=False, facts=facts, start=_start(window), rows=rows)
+    return WindowRead(
+        full=False, facts=facts, start=_start(window), rows=rows, indexed=by_key is not None
+    )
 
 
 def read_window(
@@ -264,6 +276,8 @@ def read_window(
         session_ids=ids,
         rows=rows,
         listed_sessions=listed,
+        indexed=None not in (created_index, session_messages)
+        and (not with_rows or session_rows is not None),
     )
 
 
