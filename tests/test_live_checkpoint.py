@@ -296,3 +296,39 @@ def test_the_subagent_table_is_scanned_once_by_the_writer_health_and_row_reads(a
     assert health["latest_observed_at"] is not None and rows["rows"] == 1
     for read in (health["window"]["reads"], rows["window"]["reads"]):
         assert "read once for the snapshot" in read["subagent rows changed in the window"]
+
+
+def test_a_subagent_table_without_rowid_is_read_by_its_comparisons(activated, target):
+    """SQLite names the changed rows by rowid; a table declared WITHOUT ROWID has none, so each
+    read compares the timestamps itself, and judges alike."""
+    if target.dialect != "sqlite":
+        pytest.skip("rowids are SQLite's")
+    with target.engine.begin() as conn:
+        ddl = conn.exec_driver_sql(
+            "SELECT type, sql FROM sqlite_master WHERE tbl_name = 'task_session_subagents' "
+            "AND sql IS NOT NULL ORDER BY type DESC"
+        ).all()
+        rows = conn.exec_driver_sql("SELECT * FROM task_session_subagents").all()
+        conn.exec_driver_sql("DROP TABLE task_session_subagents")
+        for kind, sql in ddl:
+            conn.exec_driver_sql(f"{sql} WITHOUT ROWID" if kind == "table" else sql)
+        marks = ", ".join("?" * len(rows[0]))
+        conn.exec_driver_sql(
+            f"INSERT INTO task_session_subagents VALUES ({marks})", [tuple(r) for r in rows]
+        )
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC), total_tokens=0)
+    window = ChangeWindow(_rfc(datetime.now(UTC) - timedelta(minutes=10)), "a window")
+    store = open_store(target.url)
+    try:
+        with store.snapshot() as conn:
+            health = health_facts(conn, window)
+            rows = row_facts(conn, window)
+            nightly = row_facts(conn)
+    finally:
+        store.dispose()
+    assert health["latest_observed_at"] is not None and health["shortfall"]["count"] == 0
+    assert rows["rows"] == 1 and rows["rules"]["zero_metric"]["count"] == 1
+    assert nightly["rules"]["zero_metric"]["count"] == 1
+    for read in (health["window"]["reads"], rows["window"]["reads"]):
+        assert "rowid" not in read["subagent rows changed in the window"]
