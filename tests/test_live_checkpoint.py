@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import Instant, parse_key
 from kandev_dq.errors import KandevDqError
+from kandev_dq.facts import window as window_module
 from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.shapes import ChangeWindow
@@ -26,6 +27,7 @@ from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check, window_lines
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
+from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
 from tests.gxhelpers import failed, result
 
@@ -332,3 +334,50 @@ def test_a_subagent_table_without_rowid_is_read_by_its_comparisons(activated, ta
     assert nightly["rules"]["zero_metric"]["count"] == 1
     for read in (health["window"]["reads"], rows["window"]["reads"]):
         assert "rowid" not in read["subagent rows changed in the window"]
+
+
+def test_too_many_changed_rows_are_compared_not_named_and_judged_alike(
+    activated, target, monkeypatch
+):
+    """Past MAX_NAMED_ROWS changed rows (a long gap on a busy store), the reads compare the
+    timestamps instead of naming each row: the same facts either way."""
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC), total_tokens=0)
+    activated.subagent_row(activated.main_session, "toolu_rowonly", datetime.now(UTC))
+    window = ChangeWindow(_rfc(datetime.now(UTC) - timedelta(minutes=10)), "a window")
+
+    def read() -> tuple[dict, dict]:
+        store = open_store(target.url)
+        try:
+            with store.snapshot() as conn:
+                return health_facts(conn, window), row_facts(conn, window)
+        finally:
+            store.dispose()
+
+    named = read()
+    monkeypatch.setattr(window_module, "MAX_NAMED_ROWS", 1)
+    compared = read()
+    for facts in compared:
+        assert "read once" not in facts["window"]["reads"]["subagent rows changed in the window"]
+    for facts in named:
+        assert "read once" in facts["window"]["reads"]["subagent rows changed in the window"]
+    # Every fact alike, listings included (they state the window by its start either way).
+    without_reads = [
+        [_plain({k: v for k, v in facts.items() if k != "window"}) for facts in pair]
+        for pair in (named, compared)
+    ]
+    assert without_reads[0] == without_reads[1]
+    health, rows = compared
+    assert health["excess"]["count"] == 1 and health["latest_observed_at"] is not None
+    assert rows["rows"] == 2 and rows["rules"]["zero_metric"]["count"] == 1
+
+
+def _plain(value):
+    """``value`` with each listing as the SQL a reviewer runs (comparable across reads)."""
+    if isinstance(value, Listing):
+        return value.sql()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value

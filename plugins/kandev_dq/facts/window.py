@@ -113,11 +113,15 @@ class ChangedRows:
 #: The changed rows of each snapshot (its transaction) and start: the table has no index on
 #: observed_at or updated_at, so the writer-health and row-rule families share ONE scan.
 _read_once: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Past this many changed rows (a long gap on a busy store), naming each one costs more than
+#: comparing the timestamps again: the reads compare them.
+MAX_NAMED_ROWS = 50_000
 
 
 def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | None:
     """The subagent rows changed at/after ``window``'s start in ``conn``'s snapshot, read once
-    per snapshot; None where no row may be named by a key (a SQLite table without rowid)."""
+    per snapshot; None where no row may be named by a key (a SQLite table without rowid) or
+    too many changed (:data:`MAX_NAMED_ROWS`)."""
     snapshot = conn.get_transaction()
     known = _read_once.get(snapshot, {}) if snapshot is not None else {}
     if window.start in known:
@@ -134,15 +138,20 @@ def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | Non
                 sa.select(sa.literal_column(f"{SUBAGENTS}.rowid"))
                 .select_from(subagents)
                 .where(changed)
+                .limit(MAX_NAMED_ROWS + 1)  # past it, the rest need not be read
             ).scalars()
             found = ChangedRows(True, tuple(keys))
         else:
-            rows = conn.execute(sa.select(r.id, r.task_session_id).where(changed)).all()
+            rows = conn.execute(
+                sa.select(r.id, r.task_session_id).where(changed).limit(MAX_NAMED_ROWS + 1)
+            ).all()
             found = ChangedRows(
                 False,
                 tuple(row.id for row in rows),
                 tuple(dict.fromkeys(row.task_session_id for row in rows)),
             )
+        if len(found.keys) > MAX_NAMED_ROWS:
+            found = None
     if snapshot is not None:
         _read_once.setdefault(snapshot, {})[window.start] = found
     return found
