@@ -25,7 +25,7 @@ Floors and measured runs alternate within each round; the table shows medians.
 (:mod:`bench.huge_value`, written to ``bench/huge-value.md``).
 
 ``--live SCALE`` measures only the ``live`` checkpoint on a store of that scale against a store
-holding only the new messages (:mod:`bench.live`, written to ``bench/live.md``).
+holding only what its window reads (:mod:`bench.live`, written to ``bench/live.md``).
 
 ``--docs-history N,M`` measures only a check's data docs build after N and M stored runs
 (:mod:`bench.docs_history`, written to ``bench/docs-history.md``). ``--history-growth N,M``
@@ -86,7 +86,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         metavar="SCALE",
         help="only the live checkpoint on a store of SCALE units (400: 1.1M messages) against a "
-        "store of its new messages alone; writes bench/live.md unless --out is given",
+        "store of what its window reads alone; writes bench/live.md unless --out is given",
     )
     parser.add_argument(
         "--docs-history",

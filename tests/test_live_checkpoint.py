@@ -19,12 +19,15 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import Instant, parse_key
 from kandev_dq.errors import KandevDqError
+from kandev_dq.facts import window as window_module
 from kandev_dq.facts.health import health_facts
+from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check, window_lines
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
+from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
 from tests.gxhelpers import failed, result
 
@@ -259,3 +262,122 @@ def test_a_watermark_later_than_the_run_reads_in_full():
     assert later["start"] is None and "later than this run began" in later["reason"]
     earlier = decide("live_rows", _rfc(now - timedelta(hours=1)), now, LiveSettings())
     assert earlier["start"] == _rfc(now - timedelta(hours=1, minutes=5))
+
+
+def test_the_subagent_table_is_scanned_once_by_the_writer_health_and_row_reads(activated, target):
+    """The table has no index on observed_at or updated_at: its rows changed in a window are
+    read by one scan per snapshot, shared by the writer-health ledger and the row rules, and
+    then named by key; the ledger reads the changed sessions' rows through their index. (SQLite's
+    plan names a full scan plainly; PostgreSQL prices one for tiny tables whatever the SQL.)"""
+    if target.dialect != "sqlite":
+        pytest.skip("SQLite's plans say which reads scan the table")
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC))
+    store = open_store(target.url)
+    statements = []
+    sa.event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, sql, params, context, many: statements.append((sql, params)),
+    )
+    window = ChangeWindow(_rfc(datetime.now(UTC) - timedelta(minutes=10)), "a window")
+    try:
+        with store.snapshot() as conn:
+            health = health_facts(conn, window)
+            rows = row_facts(conn, window)
+            scans = [
+                sql
+                for sql, params in statements
+                if sql.lstrip().upper().startswith(("SELECT", "WITH"))
+                for step in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)
+                if step[-1] == "SCAN task_session_subagents"
+            ]
+    finally:
+        store.dispose()
+    assert len(scans) == 1, scans
+    assert health["latest_observed_at"] is not None and rows["rows"] == 1
+    for read in (health["window"]["reads"], rows["window"]["reads"]):
+        assert "read once for the snapshot" in read["subagent rows changed in the window"]
+
+
+def test_a_subagent_table_without_rowid_is_read_by_its_comparisons(activated, target):
+    """SQLite names the changed rows by rowid; a table declared WITHOUT ROWID has none, so each
+    read compares the timestamps itself, and judges alike."""
+    if target.dialect != "sqlite":
+        pytest.skip("rowids are SQLite's")
+    with target.engine.begin() as conn:
+        ddl = conn.exec_driver_sql(
+            "SELECT type, sql FROM sqlite_master WHERE tbl_name = 'task_session_subagents' "
+            "AND sql IS NOT NULL ORDER BY type DESC"
+        ).all()
+        rows = conn.exec_driver_sql("SELECT * FROM task_session_subagents").all()
+        conn.exec_driver_sql("DROP TABLE task_session_subagents")
+        for kind, sql in ddl:
+            conn.exec_driver_sql(f"{sql} WITHOUT ROWID" if kind == "table" else sql)
+        marks = ", ".join("?" * len(rows[0]))
+        conn.exec_driver_sql(
+            f"INSERT INTO task_session_subagents VALUES ({marks})", [tuple(r) for r in rows]
+        )
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC), total_tokens=0)
+    window = ChangeWindow(_rfc(datetime.now(UTC) - timedelta(minutes=10)), "a window")
+    store = open_store(target.url)
+    try:
+        with store.snapshot() as conn:
+            health = health_facts(conn, window)
+            rows = row_facts(conn, window)
+            nightly = row_facts(conn)
+    finally:
+        store.dispose()
+    assert health["latest_observed_at"] is not None and health["shortfall"]["count"] == 0
+    assert rows["rows"] == 1 and rows["rules"]["zero_metric"]["count"] == 1
+    assert nightly["rules"]["zero_metric"]["count"] == 1
+    for read in (health["window"]["reads"], rows["window"]["reads"]):
+        assert "rowid" not in read["subagent rows changed in the window"]
+
+
+def test_too_many_changed_rows_are_compared_not_named_and_judged_alike(
+    activated, target, monkeypatch
+):
+    """Past MAX_NAMED_ROWS changed rows (a long gap on a busy store), the reads compare the
+    timestamps instead of naming each row: the same facts either way."""
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC), total_tokens=0)
+    activated.subagent_row(activated.main_session, "toolu_rowonly", datetime.now(UTC))
+    window = ChangeWindow(_rfc(datetime.now(UTC) - timedelta(minutes=10)), "a window")
+
+    def read() -> tuple[dict, dict]:
+        store = open_store(target.url)
+        try:
+            with store.snapshot() as conn:
+                return health_facts(conn, window), row_facts(conn, window)
+        finally:
+            store.dispose()
+
+    named = read()
+    monkeypatch.setattr(window_module, "MAX_NAMED_ROWS", 1)
+    compared = read()
+    for facts in compared:
+        assert "read once" not in facts["window"]["reads"]["subagent rows changed in the window"]
+    for facts in named:
+        assert "read once" in facts["window"]["reads"]["subagent rows changed in the window"]
+    # Every fact alike, listings included (they state the window by its start either way).
+    without_reads = [
+        [_plain({k: v for k, v in facts.items() if k != "window"}) for facts in pair]
+        for pair in (named, compared)
+    ]
+    assert without_reads[0] == without_reads[1]
+    health, rows = compared
+    assert health["excess"]["count"] == 1 and health["latest_observed_at"] is not None
+    assert rows["rows"] == 2 and rows["rules"]["zero_metric"]["count"] == 1
+
+
+def _plain(value):
+    """``value`` with each listing as the SQL a reviewer runs (comparable across reads)."""
+    if isinstance(value, Listing):
+        return value.sql()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value

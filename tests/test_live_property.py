@@ -9,7 +9,8 @@ overlap) is judged by every rule of the live suites beside the nightly read, at 
 judge level (no GX: the suites' GX path is tested end to end in ``test_live_checkpoint.py``):
 
 * every rule live fails, nightly fails too, at the same severity and AC ids;
-* every fault injected since the previous step that nightly reports, live reports too.
+* every fault injected since the previous step that nightly reports, live reports too;
+* AC-29's latest observation is nightly's, whether or not a row was observed in the window.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from kandev_dq.contract.instants import Instant
 from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX, WRITE_ONCE_LEDGER
 from kandev_dq.contract.tables import subagents, task_session_messages
 from kandev_dq.expectations.base import FACTS_FAMILIES
+from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from kandev_dq.run.project import suite_plan
@@ -183,7 +185,11 @@ def test_live_reports_what_nightly_reports_on_what_changed(target, steps):
             ledger = {"first_seen": read_keys(conn), "baseline": {"taken_at": CAPTURE}}
             nightly = _judged(conn, None, ledger)
             live = _judged(conn, window, ledger)
+            # AC-29's attribution is the table's, whatever the window holds.
+            latest = health_facts(conn, window).get("latest_observed_at")
+            nightly_latest = health_facts(conn).get("latest_observed_at")
         where = f"after {kind} {arg} on {target.dialect}"
+        assert latest == nightly_latest, where
         assert live <= nightly, where
         reported = {name for name, _, _ in nightly}
         caught = {name for name, _, _ in live}

@@ -29,8 +29,12 @@ ledger for the sessions where something changed at or after the start only (a me
 or updated, a row observed or updated: :func:`kandev_dq.facts.window.read_window`), and counts
 the keys that changed there. A key lies within one session, so every count is nightly's
 restricted to those keys: live reports nothing nightly would not, and every fault of a changed
-key that nightly reports (CONTRACT §6). AC-29's MAX(observed_at) is read over every row since
-``:since``; when it is NULL the whole record is read, as nightly reads it.
+key that nightly reports (CONTRACT §6). AC-29's MAX(observed_at) over every row since
+``:since`` is the ledger's when a row of it was observed in the window (every such row's
+session changed, so the ledger holds the table's latest row); only when none was is it read
+over the whole table, and when it is NULL the whole record is read, as nightly reads it. On
+PostgreSQL the changed sessions are read first, in the same snapshot, and bound as one array
+(:meth:`~kandev_dq.facts.window.WindowRead.in_sessions`); listings keep the subquery.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, re
 from kandev_dq.contract.tables import subagents
 from kandev_dq.facts.shapes import ChangeWindow, HealthFacts
 from kandev_dq.facts.window import WindowRead, read_window
-from kandev_dq.sql.dialect import at_or_after, instant_param, utc_instant
+from kandev_dq.sql.dialect import at_or_after, index_reads, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
@@ -74,49 +78,40 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
     facts["since"] = since.rfc3339nano()
     bound = instant_param("since", since)
     read = read_window(conn, window, with_rows=shape.table_exists)
-    latest = None
-    if read is not None and not read.full:
-        latest = _latest_observed(conn, bound) if shape.table_exists else None
+    if read is not None and not read.full and not shape.table_exists:
+        # AC-29: no table, no row since capture_since: every qualifying key since then is one
+        # the writer missed, changed in the window or not: the whole record is read.
+        read = read_window(conn, ChangeWindow(None, _SILENT), with_rows=False)
+    ledger, counts = _counted(conn, bound, with_rows=shape.table_exists, read=read)
+    latest = counts.latest
+    if read is not None and not read.full and not counts.recent:
+        # AC-29's MAX(observed_at) over every row since capture_since: the ledger holds every
+        # row observed in the window (their sessions changed), so with one of them its latest
+        # is the table's. Without one, the latest is older: read over all the rows (a scan,
+        # the table having no index on observed_at), and if there is none, nothing was written
+        # since capture_since and the whole record is read, as nightly reads it.
+        latest = _latest_observed(conn, bound)
         if latest is None:
-            # AC-29: nothing written since capture_since; every qualifying key since then is
-            # one the writer missed, changed in the window or not: the whole record is read.
-            read = read_window(conn, ChangeWindow(None, _SILENT), with_rows=shape.table_exists)
+            read = read_window(conn, ChangeWindow(None, _SILENT), with_rows=True)
+            ledger, counts = _counted(conn, bound, with_rows=True, read=read)
     if read is not None:
         facts["window"] = read.facts
-
-    ledger = _ledger(bound, with_rows=shape.table_exists, read=read)
     k = ledger.c
+    listed = _ledger(bound, with_rows=shape.table_exists, read=read, listing=True).c
 
-    changed = k.changed == 1
-    shortfall = sa.and_(k.qualifying == 1, k.observed == 0, changed)
-    excess = sa.and_(k.observed == 1, k.messaged == 0, changed)
-    counts = conn.execute(
-        sa.select(
-            count_when(sa.and_(k.messaged == 1, changed)).label("subagent_messages"),
-            count_when(sa.and_(k.qualifying == 1, changed)).label("qualifying_keys"),
-            count_when(shortfall).label("shortfall"),
-            count_when(excess).label("excess"),
-            count_when(sa.and_(k.observed == 1, changed)).label("keys"),
-            sa.func.coalesce(sa.func.sum(sa.case((changed, k.rows), else_=0)), 0).label("rows"),
-            # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
-            sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
-        )
-    ).one()
     facts["subagent_messages"] = int(counts.subagent_messages)
     facts["qualifying_keys"] = int(counts.qualifying_keys)
-    missing = sa.select(
-        k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at, k.messages
-    ).where(shortfall)
     # Without the table, nowhere to write: every qualifying key since capture_since lacks its row.
     facts["shortfall"] = part(
         conn,
         int(counts.shortfall),
-        missing.order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
+        _missing(k),
         "qualifying key without a row since capture_since",
+        listing=_missing(listed),
     )
     # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
     # qualifying key since then is one it did not write.
-    silent = [k.qualifying == 1, changed]
+    silent = [listed.qualifying == 1, listed.changed == 1]
     if shape.table_exists:
         since = subagents.alias("observed_since")  # never correlated with the ledger's rows
         silent.append(
@@ -127,27 +122,27 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
         )
     facts["qualifying_listing"] = listing_of(
         conn,
-        sa.select(k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at)
+        sa.select(
+            listed.task_session_id, listed.tool_call_id, listed.message_id, listed.first_created_at
+        )
         .where(*silent)
-        .order_by(k.first_created_at, k.task_session_id, k.tool_call_id),
+        .order_by(listed.first_created_at, listed.task_session_id, listed.tool_call_id),
         "qualifying key, and no row observed since capture_since",
     )
     if not shape.table_exists:
         facts["latest_observed_at"] = None
         return facts
 
-    unmatched = sa.select(
-        k.task_session_id, k.tool_call_id, k.row_id, k.rows, k.first_observed_at
-    ).where(excess)
     facts["excess"] = part(
         conn,
         int(counts.excess),
-        unmatched.order_by(k.first_observed_at, k.task_session_id, k.tool_call_id),
+        _unmatched(k),
         "row key without a subagent message since capture_since",
+        listing=_unmatched(listed),
     )
     keys, rows = int(counts.keys), int(counts.rows)
-    # A window's ledger holds the changed sessions' rows only: the MAX was read over all.
-    facts["latest_observed_at"] = display(latest if latest is not None else counts.latest)
+    # A window's ledger holds the changed sessions' rows only: the MAX is the table's (above).
+    facts["latest_observed_at"] = display(latest)
     sample: list[dict[str, Any]] = []
     if rows > keys:
         colliding = sa.select(
@@ -157,10 +152,28 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
             k.row_id,
             k.first_observed_at,
             k.last_observed_at,
-        ).where(k.rows > 1, changed)
+        ).where(k.rows > 1, k.changed == 1)
         sample = sample_of(conn, colliding.order_by(k.task_session_id, k.tool_call_id))
     facts["collisions"] = {"count": rows - keys, "rows": rows, "keys": keys, "sample": sample}
     return facts
+
+
+def _missing(k) -> sa.Select:
+    """The shortfall's keys (qualifying, no row) in the ledger whose columns are ``k``."""
+    return (
+        sa.select(k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at, k.messages)
+        .where(k.qualifying == 1, k.observed == 0, k.changed == 1)
+        .order_by(k.first_created_at, k.task_session_id, k.tool_call_id)
+    )
+
+
+def _unmatched(k) -> sa.Select:
+    """The excess's keys (a row, no subagent message) in the ledger whose columns are ``k``."""
+    return (
+        sa.select(k.task_session_id, k.tool_call_id, k.row_id, k.rows, k.first_observed_at)
+        .where(k.observed == 1, k.messaged == 0, k.changed == 1)
+        .order_by(k.first_observed_at, k.task_session_id, k.tool_call_id)
+    )
 
 
 _NULL = sa.literal_column("NULL")
@@ -177,17 +190,52 @@ def _latest_observed(conn: sa.Connection, bound: sa.BindParameter) -> str | None
     ).scalar()
 
 
+def _counted(
+    conn: sa.Connection, bound: sa.BindParameter, *, with_rows: bool, read: WindowRead | None
+) -> tuple[sa.Subquery, sa.Row]:
+    """The ledger and its counts, in ONE statement (see the module's note); a window's planned
+    for the indexes that read its sessions (:func:`~kandev_dq.sql.dialect.index_reads`)."""
+    ledger = _ledger(bound, with_rows=with_rows, read=read)
+    k = ledger.c
+    changed = k.changed == 1
+    with index_reads(conn, small=read is not None and read.small):
+        counts = conn.execute(
+            sa.select(
+                count_when(sa.and_(k.messaged == 1, changed)).label("subagent_messages"),
+                count_when(sa.and_(k.qualifying == 1, changed)).label("qualifying_keys"),
+                count_when(sa.and_(k.qualifying == 1, k.observed == 0, changed)).label("shortfall"),
+                count_when(sa.and_(k.observed == 1, k.messaged == 0, changed)).label("excess"),
+                count_when(sa.and_(k.observed == 1, changed)).label("keys"),
+                sa.func.coalesce(sa.func.sum(sa.case((changed, k.rows), else_=0)), 0).label("rows"),
+                # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
+                sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
+                sa.func.coalesce(sa.func.max(k.recent), 0).label("recent"),
+            )
+        ).one()
+    return ledger, counts
+
+
 def _ledger(
-    bound: sa.BindParameter, *, with_rows: bool, read: WindowRead | None = None
+    bound: sa.BindParameter,
+    *,
+    with_rows: bool,
+    read: WindowRead | None = None,
+    listing: bool = False,
 ) -> sa.Subquery:
     """One row per ``(task_session_id, tool_call_id)`` key seen at/after ``:since``: whether a
     subagent message has it (``messaged``, the widest set), a qualifying one (``qualifying``,
     AC-21), a row (``observed``), with what each side shows of it, and whether something of it
-    changed in the window ``read`` (``changed``; always 1 without a window or read in full).
-    With a window, only the sessions where something changed are read."""
+    changed in the window ``read`` (``changed``; always 1 without a window or read in full),
+    and whether a row of it was observed at/after the window's start (``recent``). With a
+    window, only the sessions where something changed are read (for a ``listing``, as a
+    subquery whatever the dialect: see :meth:`WindowRead.in_sessions`)."""
     windowed = read is not None and not read.full
-    within = read.sessions if windowed else None
-    sm = subagent_messages("window_messages", since=bound, within=within)
+
+    def within(column) -> sa.ColumnElement[bool]:
+        assert read is not None
+        return read.in_sessions(column, listing=listing)
+
+    sm = subagent_messages("window_messages", since=bound, within=within if windowed else None)
     messages = sa.select(
         sm.c.task_session_id,
         sm.c.tool_call_id,
@@ -204,11 +252,12 @@ def _ledger(
         (read.changed(sm.c.created_at, sm.c.updated_at) if windowed else sa.literal(1)).label(
             "changed"
         ),
+        sa.literal(0).label("recent"),
     )
     sides = [messages]
     if with_rows:
         r = subagents.c
-        in_window = [r.task_session_id.in_(sa.select(within.c.task_session_id))] if windowed else []
+        in_window = [within(r.task_session_id)] if windowed else []
         observed = utc_instant(r.observed_at)
         sides.append(
             sa.select(
@@ -225,6 +274,11 @@ def _ledger(
                 observed,
                 observed,
                 read.changed(r.observed_at, r.updated_at) if windowed else sa.literal(1),
+                (
+                    sa.case((at_or_after(r.observed_at, read.start), 1), else_=0)
+                    if windowed
+                    else sa.literal(0)
+                ),
             ).where(at_or_after(r.observed_at, bound), *in_window)
         )
     stacked = sa.union_all(*sides).subquery("stacked")
@@ -244,6 +298,7 @@ def _ledger(
             sa.func.min(s.first_observed_at).label("first_observed_at"),
             sa.func.max(s.last_observed_at).label("last_observed_at"),
             sa.func.max(s.changed).label("changed"),
+            sa.func.max(s.recent).label("recent"),
         )
         .group_by(s.task_session_id, s.tool_call_id)
         .subquery("ledger")

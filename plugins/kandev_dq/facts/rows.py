@@ -171,10 +171,11 @@ def _rules(amended: bool) -> dict[str, tuple[Predicate, tuple[str, ...]]]:
 
 
 def _scanned(
-    amended: bool, *, with_key_counts: bool, read: WindowRead | None = None
+    amended: bool, *, with_key_counts: bool, read: WindowRead | None = None, listing: bool = False
 ) -> sa.Subquery:
     """The table as the rules read it: orphan marker, and (optionally) rows and rank per key.
-    With a window ``read``, only the rows changed in it, each key counted over the table."""
+    With a window ``read``, only the rows changed in it, each key counted over the table (in a
+    ``listing``, named by the window's start rather than by the rows read for it)."""
     r = subagents.c
     names = AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE
     key = [r[name] for name in names]
@@ -190,9 +191,7 @@ def _scanned(
         held = sa.select(sa.func.count()).select_from(same).where(*same_key)
         extra.append(held.scalar_subquery().label("key_rows"))
         # Ranked among the changed rows: the listing names each key once, by its first one.
-        earlier = held.where(
-            same.c.id < r.id, read.changed_when(same.c.observed_at, same.c.updated_at)
-        )
+        earlier = held.where(same.c.id < r.id, read.row_changed(same, listing=listing))
         extra.append((earlier.scalar_subquery() + 1).label("key_rank"))
     elif with_key_counts:
         extra.append(sa.func.count().over(partition_by=key).label("key_rows"))
@@ -201,7 +200,7 @@ def _scanned(
         subagents.outerjoin(task_sessions, task_sessions.c.id == subagents.c.task_session_id)
     )
     if windowed:
-        scanned = scanned.where(read.changed_when(r.observed_at, r.updated_at))
+        scanned = scanned.where(read.row_changed(subagents, listing=listing))
     return scanned.subquery("scanned")
 
 
@@ -228,7 +227,12 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     rules = _rules(amended)
     scanned = _scanned(amended, with_key_counts=True, read=read)
     c = scanned.c
-    plain = _scanned(amended, with_key_counts=False, read=read)
+    # A window's changed rows are read once, their keys counted beside each of them: the
+    # scan the table needs (no index on observed_at or updated_at) is then the only one.
+    plain = scanned if windowed else _scanned(amended, with_key_counts=False, read=read)
+    # What a listing states (the window by its start), where the counts read the rows by key.
+    listed = _scanned(amended, with_key_counts=True, read=read, listing=True)
+    listed_plain = listed if windowed else plain
 
     identity = [
         "id",
@@ -236,28 +240,44 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         *(["agent_execution_id"] if amended else []),
         "tool_call_id",
     ]
-    # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the key
-    # beside the scan: a window in the scan passed every column of every row through a sorter
-    # (a third of the statement's time on SQLite). Its samples and listing read the window.
-    duplicated = (
-        _changed_duplicated_keys(scanned, facts["key"]) if windowed else _duplicated_keys(amended)
-    )
-    held_rows = sa.select(sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0))
+    first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
+    if windowed:
+        # Each duplicated key of a changed row counted once, by its first changed row (its
+        # rank among them): a DISTINCT over the keys let SQLite walk the whole key index.
+        held_rows = sa.func.coalesce(
+            sa.func.sum(sa.case((first_of_duplicated_key, c.key_rows), else_=0)), 0
+        )
+        duplicated = None
+    else:
+        # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the
+        # key beside the scan: a window in the scan passed every column of every row through a
+        # sorter (a third of the statement's time on SQLite). Its samples and listing read the
+        # window.
+        duplicated = _duplicated_keys(amended)
+        held_rows = sa.select(
+            sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0)
+        ).scalar_subquery()
 
     def condition(name: str, pred: Predicate, shown: tuple[str, ...]) -> Counted:
         columns = [*identity, "observed_at", *shown]
         if name == "duplicate_rows":
             return Counted(
-                count=held_rows.scalar_subquery(), sample=_sample(scanned, pred, columns)
+                count=held_rows,
+                sample=_sample(scanned, pred, columns),
+                listing=_sample(listed, pred, columns),
             )
-        return Counted(when=pred(plain.c), sample=_sample(plain, pred, columns))
+        return Counted(
+            when=pred(plain.c),
+            sample=_sample(plain, pred, columns),
+            listing=_sample(listed_plain, pred, columns),
+        )
 
     conditions = {name: condition(name, pred, shown) for name, (pred, shown) in rules.items()}
-    first_of_duplicated_key = sa.and_(c.key_rows > 1, c.key_rank == 1)
     extra = [
         *(count_when(plain.c[name] == "").label(f"empty:{name}") for name in NULLABLE_TEXT_COLUMNS),
         count_when(plain.c.agent_status == "completed").label("completed_rows"),
         sa.func.count().label("rows"),
+        *([count_when(first_of_duplicated_key).label("duplicated_keys")] if windowed else []),
     ]
     counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
     facts["rows"] = int(counts["rows"])
@@ -273,33 +293,26 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # The keys are counted apart, and only when some row shares its key: in the counting
     # statement their grouping ran a second time on every healthy table (a third of it).
     held = facts["rules"]["duplicate_rows"]["count"]
-    keys = sa.select(sa.func.count()).select_from(duplicated)
-    facts["rules"]["duplicate_rows"]["keys"] = int(conn.execute(keys).scalar_one()) if held else 0
+    if duplicated is None:
+        keys = int(counts["duplicated_keys"])
+    else:
+        keys = int(conn.execute(sa.select(sa.func.count()).select_from(duplicated)).scalar_one())
+    facts["rules"]["duplicate_rows"]["keys"] = keys if held else 0
     # The rule counts keys (AC-3): its listing is one row per duplicated key.
+    shown = listed.c
     facts["rules"]["duplicate_rows"]["listing"] = listing_of(
         conn,
         sa.select(
-            *(c[name] for name in facts["key"]),
-            c.key_rows,
-            c.id.label("first_row_id"),
-            c.observed_at,
+            *(shown[name] for name in facts["key"]),
+            shown.key_rows,
+            shown.id.label("first_row_id"),
+            shown.observed_at,
         )
-        .where(first_of_duplicated_key)
-        .order_by(*(c[name] for name in facts["key"])),
+        .where(shown.key_rows > 1, shown.key_rank == 1)
+        .order_by(*(shown[name] for name in facts["key"])),
         "rows share this key",
     )
     return facts
-
-
-def _changed_duplicated_keys(scanned: sa.Subquery, key: list[str]) -> sa.Subquery:
-    """Each key of a changed row held by more than one row of the table, with ``key_rows``."""
-    c = scanned.c
-    return (
-        sa.select(*(c[name] for name in key), c.key_rows)
-        .where(c.key_rows > 1)
-        .distinct()
-        .subquery("duplicated")
-    )
 
 
 def _duplicated_keys(amended: bool) -> sa.Subquery:

@@ -12,11 +12,14 @@ are a range of ``idx_messages_created_at``; messages updated in it a range of
 ``idx_messages_session_updated`` per session (upstream creates both). Without one, the read is
 a scan, and :attr:`WindowRead.facts` says so, as it says how every other read was served;
 ``task_session_subagents`` has no index on ``observed_at`` or ``updated_at`` upstream, so its
-changed rows are read by a scan.
+changed rows are read by a scan: ONE per snapshot (:func:`changed_rows`), shared by the
+writer-health ledger and the row rules, which then name those rows by rowid (SQLite) or id
+(PostgreSQL). A listing, a statement a reviewer runs, states the window by its start instead.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -24,7 +27,7 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import parse_key
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages, task_sessions
 from kandev_dq.facts.shapes import ChangeWindow, WindowFacts
-from kandev_dq.sql.dialect import at_or_after, instant_param, may_hold_string
+from kandev_dq.sql.dialect import at_or_after, instant_param, may_hold_string, one_of
 from kandev_dq.sql.mapping import SUBAGENT_KIND
 from kandev_dq.sql.messages import stored_metadata
 from kandev_dq.store.observe import index_leading
@@ -40,12 +43,44 @@ SESSIONS = "the changed sessions' messages and rows"
 @dataclass(frozen=True)
 class WindowRead:
     """A window as the facts read it: ``full`` (everything, as nightly reads it) or the
-    changed sessions (``sessions``, one column ``task_session_id``) and the start bound."""
+    changed sessions (``sessions``, one column ``task_session_id``) and the start bound;
+    ``session_ids``, where they were read first (PostgreSQL), the same sessions as values."""
 
     full: bool
     facts: WindowFacts
     start: sa.BindParameter | None = None
     sessions: sa.CTE | None = None
+    session_ids: tuple[str, ...] | None = None
+    rows: ChangedRows | None = None
+    #: The changed sessions as a listing states them: by the window's start alone.
+    listed_sessions: sa.CTE | None = None
+    #: Every index the window's reads by session or key need is there: its statements may be
+    #: planned for them alone (:func:`~kandev_dq.sql.dialect.index_reads`).
+    indexed: bool = False
+
+    @property
+    def small(self) -> bool:
+        """A windowed read the store's indexes serve: planned for them."""
+        return not self.full and self.indexed
+
+    def row_changed(self, row: sa.Table, *, listing: bool = False) -> sa.ColumnElement[bool]:
+        """A row of ``row`` (the subagent table or an alias) changed in the window: one of
+        the rows read once for the snapshot (:func:`changed_rows`), or, in a ``listing``,
+        the comparison itself, which states the window by its start."""
+        if self.rows is not None and not listing:
+            return self.rows.holds(row)
+        return self.changed_when(row.c.observed_at, row.c.updated_at)
+
+    def in_sessions(self, column, *, listing: bool = False) -> sa.ColumnElement[bool]:
+        """``column`` (a session id) is one of the changed sessions: the values read first,
+        where they were; in a ``listing`` (a statement a reviewer runs) always the subquery,
+        which states the window by its start rather than by thousands of ids."""
+        assert self.sessions is not None and self.listed_sessions is not None
+        if listing:
+            return column.in_(sa.select(self.listed_sessions.c.task_session_id))
+        if self.session_ids is not None:
+            return one_of(column, self.session_ids, "changed_session_ids")
+        return column.in_(sa.select(self.sessions.c.task_session_id))
 
     def changed_when(self, created_or_observed, updated) -> sa.ColumnElement[bool]:
         """A message or row changed in the window: created (observed) or updated at or after
@@ -58,6 +93,68 @@ class WindowRead:
     def changed(self, created_or_observed, updated) -> sa.ColumnElement:
         """:meth:`changed_when` as 1 or 0."""
         return sa.case((self.changed_when(created_or_observed, updated), 1), else_=0)
+
+
+@dataclass(frozen=True)
+class ChangedRows:
+    """The subagent rows observed or updated at/after a start, read once per snapshot: their
+    SQLite rowids (integers, whatever type the store gave their ids) or PostgreSQL ids, and,
+    on PostgreSQL, their sessions."""
+
+    by_rowid: bool
+    keys: tuple
+    sessions: tuple[str, ...] = ()
+
+    def holds(self, row: sa.Table) -> sa.ColumnElement[bool]:
+        column = sa.literal_column(f"{row.name}.rowid") if self.by_rowid else row.c.id
+        return one_of(column, self.keys, "changed_rows")
+
+
+#: The changed rows of each snapshot (its transaction) and start: the table has no index on
+#: observed_at or updated_at, so the writer-health and row-rule families share ONE scan.
+_read_once: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Past this many changed rows (a long gap on a busy store), naming each one costs more than
+#: comparing the timestamps again: the reads compare them.
+MAX_NAMED_ROWS = 50_000
+
+
+def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | None:
+    """The subagent rows changed at/after ``window``'s start in ``conn``'s snapshot, read once
+    per snapshot; None where no row may be named by a key (a SQLite table without rowid) or
+    too many changed (:data:`MAX_NAMED_ROWS`)."""
+    snapshot = conn.get_transaction()
+    known = _read_once.get(snapshot, {}) if snapshot is not None else {}
+    if window.start in known:
+        return known[window.start]
+    by_rowid = conn.dialect.name == "sqlite"
+    if by_rowid and sa.inspect(conn).get_table_options(SUBAGENTS).get("sqlite_with_rowid") is False:
+        found = None
+    else:
+        r = subagents.c
+        start = _start(window)
+        changed = sa.or_(at_or_after(r.observed_at, start), at_or_after(r.updated_at, start))
+        if by_rowid:
+            keys = conn.execute(
+                sa.select(sa.literal_column(f"{SUBAGENTS}.rowid"))
+                .select_from(subagents)
+                .where(changed)
+                .limit(MAX_NAMED_ROWS + 1)  # past it, the rest need not be read
+            ).scalars()
+            found = ChangedRows(True, tuple(keys))
+        else:
+            rows = conn.execute(
+                sa.select(r.id, r.task_session_id).where(changed).limit(MAX_NAMED_ROWS + 1)
+            ).all()
+            found = ChangedRows(
+                False,
+                tuple(row.id for row in rows),
+                tuple(dict.fromkeys(row.task_session_id for row in rows)),
+            )
+        if len(found.keys) > MAX_NAMED_ROWS:
+            found = None
+    if snapshot is not None:
+        _read_once.setdefault(snapshot, {})[window.start] = found
+    return found
 
 
 def _in_full(window: ChangeWindow) -> WindowRead:
@@ -82,8 +179,9 @@ def read_changed_rows(conn: sa.Connection, window: ChangeWindow | None) -> Windo
     if window.start is None:
         return _in_full(window)
     by_key = index_leading(conn, SUBAGENTS, ("task_session_id",))
+    rows = changed_rows(conn, window)
     reads = {
-        ROWS: _rows_served(conn),
+        ROWS: _rows_served(conn, rows),
         "each changed row's key and session": _served(by_key, "per row", "task_session_id"),
     }
     facts: WindowFacts = {
@@ -92,7 +190,9 @@ def read_changed_rows(conn: sa.Connection, window: ChangeWindow | None) -> Windo
         "reason": window.reason,
         "reads": reads,
     }
-    return WindowRead(full=False, facts=facts, start=_start(window))
+    return WindowRead(
+        full=False, facts=facts, start=_start(window), rows=rows, indexed=by_key is not None
+    )
 
 
 def read_window(
@@ -123,14 +223,25 @@ def read_window(
             updated_index, "a range on updated_at per session", "(task_session_id, updated_at)"
         ),
     }
+    rows = changed_rows(conn, window) if with_rows else None
+    listed_sides = list(sides)
     if with_rows:
-        r = subagents.c
-        sides.append(
-            sa.select(r.task_session_id).where(
-                sa.or_(at_or_after(r.observed_at, start), at_or_after(r.updated_at, start))
+        changed_row = sa.select(subagents.c.task_session_id)
+        listed_sides.append(
+            changed_row.where(
+                sa.or_(
+                    at_or_after(subagents.c.observed_at, start),
+                    at_or_after(subagents.c.updated_at, start),
+                )
             )
         )
-        reads[ROWS] = _rows_served(conn)
+        if rows is None or not rows.by_rowid:
+            # PostgreSQL adds the rows' sessions read with them (below); without rowids, the
+            # comparison itself.
+            sides.append(listed_sides[-1])
+        else:
+            sides.append(changed_row.where(rows.holds(subagents)))
+        reads[ROWS] = _rows_served(conn, rows)
     session_messages = index_leading(conn, MESSAGES, ("task_session_id", "created_at"))
     session_rows = index_leading(conn, SUBAGENTS, ("task_session_id",)) if with_rows else None
     reads[SESSIONS] = "; ".join(
@@ -152,7 +263,31 @@ def read_window(
     }
     # A CTE: read once, though the ledger filters both its sides by it.
     sessions = sa.union(*sides).cte("changed_sessions")
-    return WindowRead(full=False, facts=facts, start=start, sessions=sessions)
+    listed = sa.union(*listed_sides).cte("changed_sessions")
+    ids = None
+    if conn.dialect.name == "postgresql":
+        # PostgreSQL plans the ledger for the rows it estimates, and a window's newest messages
+        # lie past its statistics: a nested loop planned for one message re-read the session
+        # set once per message (5,000 times). Read first in the same snapshot and bound as one
+        # array, the set is a hashed filter or an index condition, never a join to repeat.
+        # (SQLite computes an uncorrelated IN list once by design, and its ids may be stored
+        # as any type, which values sent back could not match exactly: it keeps the subquery.)
+        if rows is not None:
+            sessions = sa.union(*sides[:2]).cte("changed_sessions")
+        read = conn.execute(sa.select(sessions.c.task_session_id)).scalars()
+        ids = tuple(dict.fromkeys([*read, *(rows.sessions if rows is not None else ())]))
+        reads[SESSIONS] += "; the changed sessions read first, bound as one array"
+    return WindowRead(
+        full=False,
+        facts=facts,
+        start=start,
+        sessions=sessions,
+        session_ids=ids,
+        rows=rows,
+        listed_sessions=listed,
+        indexed=None not in (created_index, session_messages)
+        and (not with_rows or session_rows is not None),
+    )
 
 
 def _candidate(m) -> sa.ColumnElement[bool]:
@@ -166,9 +301,14 @@ def _served(index: str | None, how: str, columns: str) -> str:
     return f"scan: the store has no index on {columns}"
 
 
-def _rows_served(conn: sa.Connection) -> str:
+def _rows_served(conn: sa.Connection, rows: ChangedRows | None) -> str:
     observed = index_leading(conn, SUBAGENTS, ("observed_at",))
     updated = index_leading(conn, SUBAGENTS, ("updated_at",))
     if observed is not None and updated is not None:
-        return f"indexes {observed} and {updated}, where the planner takes them"
-    return f"scan: {SUBAGENTS} has no index on observed_at and updated_at"
+        served = f"indexes {observed} and {updated}, where the planner takes them"
+    else:
+        served = f"scan: {SUBAGENTS} has no index on observed_at and updated_at"
+    if rows is None:
+        return served
+    named = "rowids" if rows.by_rowid else "ids"
+    return f"{served}; read once for the snapshot, the rows then named by their {named}"

@@ -27,7 +27,8 @@ Every query in kandev-dq reaches timestamps and message metadata only through th
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
@@ -409,6 +410,13 @@ class metadata_doc(FunctionElement):  # noqa: N801
         super().__init__(*clauses)
 
 
+def one_of(column, ids: tuple[str, ...], name: str) -> ColumnElement:
+    """``column`` is one of ``ids``, bound as ONE parameter ``name`` (a ``text[]`` on
+    PostgreSQL, a JSON array on SQLite): a filter no join plan can repeat per row, whatever
+    the planner believes about either side's size."""
+    return _IdIn(column, sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True))
+
+
 def _excluded_ids(id_column, ids: tuple[str, ...]) -> ColumnElement:
     """``id_column`` is one of ``ids``: one array parameter on PostgreSQL, an IN list elsewhere."""
     return _IdIn(
@@ -437,6 +445,9 @@ _ID_ARRAY = _IdArray()
 class _IdIn(ColumnElement):
     inherit_cache = True
     type = sa.Boolean()
+    # A test already: SQLite must not get "(…) = 1" in a WHERE, which hides the list from the
+    # planner and scans the table rather than looking each id up.
+    _is_implicitly_boolean = True
 
     def __init__(self, column, param):
         self.column = column
@@ -1152,3 +1163,21 @@ def insert_if_absent(dialect: str, table: sa.Table, unique: Sequence[str]) -> sa
     else:
         raise ValueError(f"no insert-if-absent for {dialect!r}")
     return insert(table).on_conflict_do_nothing(index_elements=list(unique))
+
+
+@contextmanager
+def index_reads(conn: sa.Connection, *, small: bool = True) -> Iterator[None]:
+    """While the block runs, a ``small`` read (a live window's: what changed, and the keys
+    and sessions it names, on a store with the indexes that read them) is planned for those
+    indexes: PostgreSQL prices sequential scans out (``enable_seqscan``, in this transaction),
+    as its estimates of a window's newest rows lie past its statistics and a list of thousands
+    of ids let it scan the whole table instead. SQLite plans by its indexes: nothing to do.
+    The setting is put back when the block ends; after a failure, the rollback that follows
+    (to the facts' savepoint, or of the whole read) puts it back."""
+    if not small or conn.dialect.name != "postgresql":
+        yield
+        return
+    previous = conn.exec_driver_sql("SELECT current_setting('enable_seqscan')").scalar_one()
+    conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+    yield
+    conn.execute(sa.select(sa.func.set_config("enable_seqscan", previous, sa.true())))

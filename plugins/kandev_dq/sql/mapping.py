@@ -22,6 +22,8 @@ carries a LIMIT (the backfill is one unbatched INSERT, AC-22).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
@@ -90,7 +92,7 @@ def message_documents(
     since: sa.BindParameter | None = None,
     extra: tuple = (),
     candidates_only: bool = False,
-    within: sa.FromClause | None = None,
+    within: Callable[[sa.ColumnElement], sa.ColumnElement[bool]] | None = None,
 ) -> sa.Subquery:
     """Every message with its metadata read once as a document ``doc`` (AC-23b), fenced (see
     the module's note on the optimisation fence).
@@ -100,7 +102,7 @@ def message_documents(
     columns of ``task_session_messages`` ride along. ``candidates_only`` keeps only the
     messages whose text may hold the kind ``subagent_task``, tested inside the subquery: the
     others are never parsed, nor passed on (by PostgreSQL's parallel workers, among others).
-    ``within`` (a subquery of distinct session ids, column ``task_session_id``) reads only
+    ``within`` (a test of the session id, such as membership in a set of sessions) reads only
     those sessions' messages: each session one range of the ``(task_session_id, created_at)``
     index.
     """
@@ -122,7 +124,7 @@ def message_documents(
         *extra,
     )
     if within is not None:
-        read = read.where(m.c.task_session_id.in_(sa.select(within.c.task_session_id)))
+        read = read.where(within(m.c.task_session_id))
     if since is not None:
         read = read.where(at_or_after(m.c.created_at, since))
     if candidates_only:
@@ -174,7 +176,7 @@ def subagent_messages(
     since: sa.BindParameter | None = None,
     only: tuple[str, ...] | None = None,
     reads_most_fields: bool = False,
-    within: sa.FromClause | None = None,
+    within: Callable[[sa.ColumnElement], sa.ColumnElement[bool]] | None = None,
 ) -> sa.Subquery:
     """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b), every
     text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``

@@ -32,13 +32,15 @@ class Counted:
     """One condition of a scan: the rows it flags (``when``) and how to sample them (``sample``,
     ordered and carrying primary keys; None when only the count is reported). ``count``
     replaces the row count when the condition is counted another way (a scalar subquery).
-    The sample, unlimited, is also the rule's listing query; ``reason`` says in it why a row
-    is listed (the condition's name by default)."""
+    The sample, unlimited, is also the rule's listing query, unless ``listing`` states the same
+    rows otherwise (without bound value lists); ``reason`` says in it why a row is listed (the
+    condition's name by default)."""
 
     when: sa.ColumnElement[bool] | None = None
     sample: sa.Select | None = None
     count: sa.ColumnElement | None = None
     reason: str = ""
+    listing: sa.Select | None = None
 
 
 def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
@@ -46,13 +48,22 @@ def count_when(condition: sa.ColumnElement[bool]) -> sa.ColumnElement:
     return sa.func.coalesce(sa.func.sum(sa.case((condition, 1), else_=0)), 0)
 
 
-def part(conn: sa.Connection, count: int, sample: sa.Select | None, reason: str = "") -> Part:
+def part(
+    conn: sa.Connection,
+    count: int,
+    sample: sa.Select | None,
+    reason: str = "",
+    *,
+    listing: sa.Select | None = None,
+) -> Part:
     """A count read by the counting statement, with a capped sample only when non-zero, and
-    (given a ``reason``) the listing of every counted row the sample is taken from."""
+    (given a ``reason``) the listing of every counted row the sample is taken from, or of
+    ``listing``: the same rows stated in a form a reviewer can read (no bound value lists)."""
     shown = sample_of(conn, with_instants(sample)) if count and sample is not None else []
     found: Part = {"count": count, "sample": shown}
-    if reason and sample is not None:
-        found["listing"] = listing_of(conn, sample, reason)
+    listed = listing if listing is not None else sample
+    if reason and listed is not None:
+        found["listing"] = listing_of(conn, listed, reason)
     return found
 
 
@@ -78,7 +89,13 @@ def counted_scan(
         stmt = stmt.where(where)
     row = conn.execute(stmt).mappings().one()
     parts = {
-        name: part(conn, int(row[name]), c.sample, c.reason or name.replace("_", " "))
+        name: part(
+            conn,
+            int(row[name]),
+            c.sample,
+            c.reason or name.replace("_", " "),
+            listing=c.listing,
+        )
         for name, c in conditions.items()
         if c.sample is not None
     }
