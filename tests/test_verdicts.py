@@ -66,6 +66,8 @@ def test_the_gx_class_declares_exactly_the_verdict_s_arguments_and_takes_the_res
     assert gx_class.default_severity.value == verdict.severity.gx
     assert gx_class.facts == verdict.facts.name
     assert gx_class.metric_dependencies == (verdict.facts.name, *verdict.judged_metrics)
+    # What the rule checks and why, as help() and GX's tooling read it from the GX class.
+    assert gx_class.__doc__ == verdict.__doc__ and gx_class.__doc__.strip()
 
 
 def test_a_verdict_refuses_an_argument_it_does_not_declare_and_needs_a_required_one():

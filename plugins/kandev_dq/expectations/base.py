@@ -194,6 +194,8 @@ class KandevExpectation(BatchExpectation):
             return
         verdict = verdict_of(camel_to_snake(cls.__name__))
         cls.verdict = verdict
+        # What it checks and why, once: ``help()`` and GX's tooling read the class docstring.
+        cls.__doc__ = cls.__doc__ or verdict.__doc__
         cls.facts = register_facts(verdict.facts)
         cls.judged_metrics = verdict.judged_metrics
         cls.metric_dependencies = (cls.facts, *cls.judged_metrics)
