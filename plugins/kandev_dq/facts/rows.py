@@ -227,8 +227,7 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     else:
         # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the
         # key beside the scan: a window in the scan passed every column of every row through a
-        # sorter (a third of the statement's time on SQLite). Its samples and listing read the
-        # window.
+        # sorter (bench/measured-choices.md). Its samples and listing read the window.
         duplicated = _duplicated_keys(amended)
         held_rows = sa.select(
             sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0)
@@ -267,7 +266,7 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         if counts[f"empty:{name}"]
     }
     # The keys are counted apart, and only when some row shares its key: in the counting
-    # statement their grouping ran a second time on every healthy table (a third of it).
+    # statement their grouping ran a second time on every healthy table.
     held = facts["rules"]["duplicate_rows"]["count"]
     if duplicated is None:
         keys = int(counts["duplicated_keys"])

@@ -131,8 +131,9 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
         {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
     )
     # PostgreSQL: until the unreadable ids are known, the same pass parses every document
-    # (AC-23b): one it cannot parse fails it (parsed in a scan of its own: 0.12 s more at
-    # 1.1M). That parse also answers the name test that reads the document (unpaired_names).
+    # (AC-23b): one it cannot parse fails it (a scan of its own cost more,
+    # bench/measured-choices.md). That parse also answers the name test that reads the
+    # document (unpaired_names).
     parses_every = not loose and ids is None
     if not loose:
         unpaired = unpaired_names(
@@ -206,7 +207,7 @@ def _message_documents(ids: tuple[str, ...] | None, loose: bool) -> sa.Subquery:
     ``ids`` as ``{}``), beside the columns the other conditions read. Never fenced: a fenced
     SQLite subquery hands each reference its own copy of the document (a 50 MB one cost
     800 MB), and a fenced PostgreSQL one builds every document, where only the few whose text
-    may repeat a name are read (half the statement's time at 278k messages)."""
+    may repeat a name are read (bench/measured-choices.md)."""
     m = task_session_messages
     stored = stored_metadata(m)  # a BLOB's bytes as text on SQLite (AC-23b)
     doc = metadata_doc(stored, id_column=m.c.id, excluded=ids or (), as_text=True)
@@ -233,7 +234,7 @@ def _name_tests(construct, docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], .
 
 def _may_repeat(docs: sa.Subquery, loose: bool) -> tuple[sa.ColumnElement[bool], ...]:
     """The text tests of :func:`_repeated_names`: the messages that may repeat a name it reads.
-    Counted apart, not joined by OR: SQLite took more than twice as long over the OR. On
+    Counted apart, not joined by OR: SQLite took longer over the OR. On
     PostgreSQL the part that reads the document is counted apart (``unpaired_names``)."""
     return _name_tests(partial(exact_walk_needed, unpaired=loose), docs)
 

@@ -187,10 +187,11 @@ _RECOGNISED_SHAPES = _recognised_shapes()
 def _recognised_shape(col: str) -> str:
     """The value matches one of :data:`_RECOGNISED_SHAPES` whole. Dispatching on the length
     tests one to three patterns per row; testing the part after the seconds apart (its
-    substrings, what its digits leave) cost a third more over every message. The length is
-    in bytes: ``length()`` and GLOB stop at a NUL, so a form followed by a NUL and anything
-    would match (the forms are ASCII, bytes and characters agree on them). Its BLOB's length,
-    not ``octet_length``: a finding query runs in any ``sqlite3`` shell, older than 3.43 too."""
+    substrings, what its digits leave) cost more over every message
+    (bench/measured-choices.md). The length is in bytes: ``length()`` and GLOB stop at a NUL,
+    so a form followed by a NUL and anything would match (the forms are ASCII, bytes and
+    characters agree on them). Its BLOB's length, not ``octet_length``: a finding query runs
+    in any ``sqlite3`` shell, older than 3.43 too."""
     whens = " ".join(
         f"WHEN {length} THEN " + " OR ".join(f"{col} GLOB '{pattern}'" for pattern in patterns)
         for length, patterns in _RECOGNISED_SHAPES.items()
