@@ -1,7 +1,7 @@
 """Member names in message metadata: escaped and repeated names, read alike on both dialects.
 
 SQLite's path lookup (``json_extract``, ``json_type``) compares member names as written: it
-misses an escaped name (``"\u006bind"`` is ``"kind"``) and takes the first of repeated names.
+misses an escaped name (``"\\u006bind"`` is ``"kind"``) and takes the first of repeated names.
 JSON means the decoded name, and the reading decided for repeated names is the last one, as
 PostgreSQL reads them (AC-19: one classification on both dialects). ``json_each`` decodes
 names, so a document that may hold either takes an exact walk with it; a cheap text test sends
