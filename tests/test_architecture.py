@@ -160,3 +160,84 @@ def test_the_layer_check_catches_an_upward_or_sideways_import(edges, expected):
 def test_the_circle_check_catches_a_circle():
     edges = {"kandev_dq.run.a": {"kandev_dq.run.b"}, "kandev_dq.run.b": {"kandev_dq.run.a"}}
     assert circles(edges) == [["kandev_dq.run.a", "kandev_dq.run.b"]]
+
+
+# --- the dialect's name ------------------------------------------------------------------------
+
+#: The units that may ask which dialect a store speaks: ``sql/`` spells each dialect's SQL,
+#: ``store/`` and ``migration/`` set up connections and DDL, ``lab/`` builds stores to test.
+DIALECT_UNITS = ("sql", "store", "migration", "lab")
+#: Modules elsewhere that may, each with its reason.
+DIALECT_ALLOWED = {
+    # The column type of a stored timestamp binds and reads per dialect: type set-up, on the
+    # contract's layer below sql/ (the tables are declared with it).
+    "kandev_dq.contract.tables",
+}
+DIALECT_NAMES = frozenset({"sqlite", "postgresql", "postgres"})
+
+
+def _names_a_dialect(node: ast.AST) -> bool:
+    """``node`` is a dialect's name as a literal, or a tuple, list or set of them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value in DIALECT_NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_a_dialect(e) for e in node.elts)
+    return False
+
+
+def _reads_dialect_name(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "name"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "dialect"
+    )
+
+
+def _calls_get_backend_name(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    return (isinstance(func, ast.Attribute) and func.attr == "get_backend_name") or (
+        isinstance(func, ast.Name) and func.id == "get_backend_name"
+    )
+
+
+def _compares_with_a_dialect(node: ast.AST) -> bool:
+    return isinstance(node, ast.Compare) and any(
+        _names_a_dialect(operand) for operand in (node.left, *node.comparators)
+    )
+
+
+def dialect_tests(source: str) -> list[int]:
+    """The lines of ``source`` that test the dialect's name: ``.dialect.name``, a call of
+    ``get_backend_name()``, or a comparison with ``"sqlite"``/``"postgresql"``/``"postgres"``."""
+    tests = (_reads_dialect_name, _calls_get_backend_name, _compares_with_a_dialect)
+    return sorted(
+        {node.lineno for node in ast.walk(ast.parse(source)) if any(t(node) for t in tests)}
+    )
+
+
+def test_only_sql_store_migration_and_lab_test_the_dialects_name():
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = module_name(path)
+        if unit_of(module) in DIALECT_UNITS or module in DIALECT_ALLOWED:
+            continue
+        found += [f"{module}:{n}" for n in dialect_tests(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("sqlite = conn.dialect.name == 'sqlite'", [1]),
+        ("kind = engine.dialect.name", [1]),
+        ("if url.get_backend_name() != x:\n    pass", [1]),
+        ("if dialect in ('postgresql', 'postgres'):\n    pass", [1]),
+        ("if 'postgresql' == name:\n    pass", [1]),
+        ("traits = store_traits(conn)\nname = traits.name\nflag = name == 'sqlite3'", []),
+    ],
+)
+def test_the_dialect_check_catches_a_test_of_the_name(source, expected):
+    assert dialect_tests(source) == expected

@@ -36,7 +36,13 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.facts.shapes import BackfillFacts
-from kandev_dq.sql.dialect import at_or_after, instant_param, instants_differ, utc_instant
+from kandev_dq.sql.dialect import (
+    at_or_after,
+    instant_param,
+    instants_differ,
+    store_traits,
+    utc_instant,
+)
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import (
@@ -257,8 +263,9 @@ def _compare(
     # SQLite materialises the expected rows for the FULL JOIN, copying each value twice: there
     # the text fields of unbounded size are read by id after the join instead. (PostgreSQL
     # would read every message once more for them, server-side copies cost the check nothing.)
-    split = conn.dialect.name == "sqlite"
-    expected = fenced(backfill_select(conn.dialect.name, existed, texts=not split))
+    traits = store_traits(conn)
+    split = traits.texts_after_join
+    expected = fenced(backfill_select(traits.name, existed, texts=not split))
     expected = expected.subquery("expected")
     e = expected.c
     joined = expected.join(

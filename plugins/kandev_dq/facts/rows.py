@@ -22,8 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.compiler import compiles
-from sqlalchemy.sql.expression import FunctionElement
 
 from kandev_dq.contract.tables import (
     AMENDED_UNIQUE,
@@ -38,7 +36,7 @@ from kandev_dq.contract.tables import (
 )
 from kandev_dq.facts.shapes import ChangeWindow, RowFacts
 from kandev_dq.facts.window import WindowRead, read_changed_rows
-from kandev_dq.sql.dialect import utc_instant, utc_instant_latest
+from kandev_dq.sql.dialect import canonical_uuid, utc_instant, utc_instant_latest
 from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.scan import Counted, count_when, counted_scan
@@ -47,28 +45,6 @@ from kandev_dq.store.observe import observe_subagents
 SOURCES = ("live", "backfill")
 ZERO_IS_NULL_METRICS = ("total_tokens", "duration_ms")  # AC-7a; tool_use_count keeps 0 (AC-8)
 ASYNC_LAUNCHED = "async_launched"
-_UUID_GROUPS = (8, 4, 4, 4, 12)
-
-
-class canonical_uuid(FunctionElement):  # noqa: N801 - reads as a SQL function
-    """True when a text column is a UUID in canonical 8-4-4-4-12 hex form, in any case."""
-
-    inherit_cache = True
-    type = sa.Boolean()
-
-
-@compiles(canonical_uuid, "sqlite")
-def _uuid_sqlite(element, compiler, **kw):
-    col = compiler.process(list(element.clauses)[0], **kw)
-    pattern = "-".join("[0-9a-f]" * n for n in _UUID_GROUPS)
-    return f"(lower({col}) GLOB '{pattern}')"
-
-
-@compiles(canonical_uuid, "postgresql")
-def _uuid_postgresql(element, compiler, **kw):
-    col = compiler.process(list(element.clauses)[0], **kw)
-    pattern = "-".join(f"[0-9a-f]{{{n}}}" for n in _UUID_GROUPS)
-    return f"({col} ~* '^{pattern}$')"
 
 
 def _blank(column) -> sa.ColumnElement:
@@ -251,8 +227,7 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     else:
         # Uniqueness (AC-3) counts the duplicated keys and the rows they hold, grouped by the
         # key beside the scan: a window in the scan passed every column of every row through a
-        # sorter (a third of the statement's time on SQLite). Its samples and listing read the
-        # window.
+        # sorter (bench/measured-choices.md). Its samples and listing read the window.
         duplicated = _duplicated_keys(amended)
         held_rows = sa.select(
             sa.func.coalesce(sa.func.sum(duplicated.c.key_rows), 0)
@@ -291,7 +266,7 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         if counts[f"empty:{name}"]
     }
     # The keys are counted apart, and only when some row shares its key: in the counting
-    # statement their grouping ran a second time on every healthy table (a third of it).
+    # statement their grouping ran a second time on every healthy table.
     held = facts["rules"]["duplicate_rows"]["count"]
     if duplicated is None:
         keys = int(counts["duplicated_keys"])

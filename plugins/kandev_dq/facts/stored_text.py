@@ -45,6 +45,7 @@ from kandev_dq.sql.dialect import (
     metadata_too_deep,
     recognised_utc_text,
     repeated_member,
+    store_traits,
     stored_not_as_text,
     unpaired_names,
 )
@@ -105,34 +106,36 @@ def _misread_counts(counts, table_name: str, names: tuple[str, ...]) -> dict[str
 
 
 def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
-    sqlite = conn.dialect.name == "sqlite"
+    traits = store_traits(conn)
+    loose = traits.loose_values
     m = task_session_messages
-    facts: dict[str, Any] = {"dialect": conn.dialect.name}
+    facts: dict[str, Any] = {"dialect": traits.name}
     found = current_unreadable() or Unreadable()
     # PostgreSQL: the unreadable ids, once located in this snapshot (None: none has failed).
-    ids = None if sqlite else found.ids
+    ids = None if loose else found.ids
     shape = observe_subagents(conn)
 
     # ONE pass over the messages: every condition below is counted in the same statement
     # (AC-23b metadata, AC-19 repeated names, CONTRACT §1 timestamp forms and range); only
     # messages whose text may repeat a name are walked afterwards, if there are any.
-    docs = _message_documents(ids, sqlite)
+    docs = _message_documents(ids, loose)
     message_conditions = {
-        f"may_repeat.{n}": Counted(when=test) for n, test in enumerate(_may_repeat(docs, sqlite))
+        f"may_repeat.{n}": Counted(when=test) for n, test in enumerate(_may_repeat(docs, loose))
     }
     message_conditions["unreadable"] = Counted(when=docs.c.unreadable)
-    if sqlite:
+    if loose:
         message_conditions["not_text"] = Counted(when=docs.c.not_text)
-    if sqlite:
+    if loose:
         message_conditions.update(_misread_conditions(docs, TIMESTAMP_COLUMNS[m.name]))
     message_conditions.update(
         {f"beyond.{n}": _beyond_in(docs, m.name, n) for n in TIMESTAMP_COLUMNS[m.name]}
     )
     # PostgreSQL: until the unreadable ids are known, the same pass parses every document
-    # (AC-23b): one it cannot parse fails it (parsed in a scan of its own: 0.12 s more at
-    # 1.1M). That parse also answers the name test that reads the document (unpaired_names).
-    parses_every = not sqlite and ids is None
-    if not sqlite:
+    # (AC-23b): one it cannot parse fails it (a scan of its own cost more,
+    # bench/measured-choices.md). That parse also answers the name test that reads the
+    # document (unpaired_names).
+    parses_every = not loose and ids is None
+    if not loose:
         unpaired = unpaired_names(
             docs.c.doc,
             docs.c.metadata,
@@ -148,10 +151,10 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
         ids = found.ids = ()  # every document parsed: none is unreadable
     unreadable_count = int(counts["unreadable"]) + (len(ids) if ids is not None else 0)
     facts["metadata"] = _unreadable_sample(conn, unreadable_count, ids)
-    facts["metadata"]["not_text"] = int(counts["not_text"]) if sqlite else 0
+    facts["metadata"]["not_text"] = int(counts["not_text"]) if loose else 0
     candidates = sum(int(counts[name]) for name in message_conditions if "may_repeat" in name)
     facts["repeated_names"] = _repeated_names(conn, docs, candidates)
-    timestamps = _misread_counts(counts, m.name, TIMESTAMP_COLUMNS[m.name]) if sqlite else {}
+    timestamps = _misread_counts(counts, m.name, TIMESTAMP_COLUMNS[m.name]) if loose else {}
     beyond = {f"{m.name}.{n}": parts[f"beyond.{n}"] for n in TIMESTAMP_COLUMNS[m.name]}
 
     # ONE pass over the subagent rows, for the same two timestamp conditions.
@@ -162,11 +165,11 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     )
     if present:
         row_conditions = {f"beyond.{n}": _beyond_in(subagents, SUBAGENTS, n) for n in present}
-        if sqlite:
+        if loose:
             row_conditions.update(_misread_conditions(subagents, tuple(present)))
         row_counts, row_parts = counted_scan(conn, row_conditions, select_from=subagents)
         beyond.update({f"{SUBAGENTS}.{n}": row_parts[f"beyond.{n}"] for n in present})
-        if sqlite:
+        if loose:
             timestamps.update(_misread_counts(row_counts, SUBAGENTS, tuple(present)))
     found_beyond = {k: v for k, v in beyond.items() if v["count"]}
     facts["out_of_range"] = {
@@ -176,7 +179,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
         # One listing row per (row, column) counted, as the count sums them.
         "listing": union_of([v["listing"] for v in beyond.values()]),
     }
-    if not sqlite:
+    if not loose:
         facts["timestamps"] = {"applicable": False, "count": 0, "by_column": {}, "sample": []}
         return facts
     sample: list[dict[str, Any]] = []
@@ -199,12 +202,12 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     return facts
 
 
-def _message_documents(ids: tuple[str, ...] | None, sqlite: bool) -> sa.Subquery:
+def _message_documents(ids: tuple[str, ...] | None, loose: bool) -> sa.Subquery:
     """Each message's metadata read once as text with every member kept (the unreadable
     ``ids`` as ``{}``), beside the columns the other conditions read. Never fenced: a fenced
     SQLite subquery hands each reference its own copy of the document (a 50 MB one cost
     800 MB), and a fenced PostgreSQL one builds every document, where only the few whose text
-    may repeat a name are read (half the statement's time at 278k messages)."""
+    may repeat a name are read (bench/measured-choices.md)."""
     m = task_session_messages
     stored = stored_metadata(m)  # a BLOB's bytes as text on SQLite (AC-23b)
     doc = metadata_doc(stored, id_column=m.c.id, excluded=ids or (), as_text=True)
@@ -212,9 +215,9 @@ def _message_documents(ids: tuple[str, ...] | None, sqlite: bool) -> sa.Subquery
     # Which metadata the rule names (AC-23b): on SQLite what json_valid rejects and any
     # value not stored as text; on PostgreSQL, beside the located ``ids``, the documents
     # nested past the depth limit.
-    unreadable = named_metadata(m.c.metadata) if sqlite else _too_deep(ids or ())
+    unreadable = named_metadata(m.c.metadata) if loose else _too_deep(ids or ())
     columns.append(unreadable.label("unreadable"))
-    if sqlite:
+    if loose:
         columns.append(stored_not_as_text(m.c.metadata).label("not_text"))
     return sa.select(*columns, doc.label("doc"), stored.label("metadata")).subquery("docs")
 
@@ -229,11 +232,11 @@ def _name_tests(construct, docs: sa.Subquery) -> tuple[sa.ColumnElement[bool], .
     )
 
 
-def _may_repeat(docs: sa.Subquery, sqlite: bool) -> tuple[sa.ColumnElement[bool], ...]:
+def _may_repeat(docs: sa.Subquery, loose: bool) -> tuple[sa.ColumnElement[bool], ...]:
     """The text tests of :func:`_repeated_names`: the messages that may repeat a name it reads.
-    Counted apart, not joined by OR: SQLite took more than twice as long over the OR. On
+    Counted apart, not joined by OR: SQLite took longer over the OR. On
     PostgreSQL the part that reads the document is counted apart (``unpaired_names``)."""
-    return _name_tests(partial(exact_walk_needed, unpaired=sqlite), docs)
+    return _name_tests(partial(exact_walk_needed, unpaired=loose), docs)
 
 
 def _repeated_names(conn: sa.Connection, docs: sa.Subquery, candidates: int) -> Part:
@@ -260,9 +263,9 @@ def _unreadable_sample(
     conn: sa.Connection, count: int, ids: tuple[str, ...] | None
 ) -> dict[str, Any]:
     m = task_session_messages
-    sqlite = conn.dialect.name == "sqlite"  # else ``ids`` holds the located unreadable ones
+    loose = store_traits(conn).loose_values  # else ``ids`` holds the located unreadable ones
     # The type a writer stored (SQLite keeps a BLOB or a number; PostgreSQL only text).
-    stored_type = sa.func.typeof(m.c.metadata) if sqlite else sa.literal("text", sa.Text)
+    stored_type = sa.func.typeof(m.c.metadata) if loose else sa.literal("text", sa.Text)
     stmt = sa.select(
         m.c.id,
         m.c.task_session_id,
@@ -270,7 +273,7 @@ def _unreadable_sample(
         stored_type.label("stored_type"),
         sa.func.substr(stored_metadata(m), 1, _SHOWN_CHARS).label("metadata"),
     )
-    if sqlite:
+    if loose:
         stmt = stmt.where(named_metadata(m.c.metadata))
     else:
         # PostgreSQL cannot test text for JSON without aborting (before version 16): the

@@ -27,7 +27,13 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import parse_key
 from kandev_dq.contract.tables import SUBAGENTS, subagents, task_session_messages, task_sessions
 from kandev_dq.facts.shapes import ChangeWindow, WindowFacts
-from kandev_dq.sql.dialect import at_or_after, instant_param, may_hold_string, one_of
+from kandev_dq.sql.dialect import (
+    at_or_after,
+    instant_param,
+    may_hold_string,
+    one_of,
+    store_traits,
+)
 from kandev_dq.sql.mapping import SUBAGENT_KIND
 from kandev_dq.sql.messages import stored_metadata
 from kandev_dq.store.observe import index_leading
@@ -126,7 +132,7 @@ def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | Non
     known = _read_once.get(snapshot, {}) if snapshot is not None else {}
     if window.start in known:
         return known[window.start]
-    by_rowid = conn.dialect.name == "sqlite"
+    by_rowid = store_traits(conn).rows_by_rowid
     if by_rowid and sa.inspect(conn).get_table_options(SUBAGENTS).get("sqlite_with_rowid") is False:
         found = None
     else:
@@ -265,7 +271,7 @@ def read_window(
     sessions = sa.union(*sides).cte("changed_sessions")
     listed = sa.union(*listed_sides).cte("changed_sessions")
     ids = None
-    if conn.dialect.name == "postgresql":
+    if store_traits(conn).binds_read_sets:
         # PostgreSQL plans the ledger for the rows it estimates, and a window's newest messages
         # lie past its statistics: a nested loop planned for one message re-read the session
         # set once per message (5,000 times). Read first in the same snapshot and bound as one

@@ -27,7 +27,7 @@ from kandev_dq.run.project import SUITES, default_project, suite_plan
 from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import sample_of
 from kandev_dq.store.access import open_store
-from kandev_dq.store.reference import resolve_url, sqlite_file
+from kandev_dq.store.reference import missing_sqlite_file, resolve_url
 from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
 from kandev_dq.verdicts import verdict_of
 from kandev_dq.verdicts.base import Finding, Verdict
@@ -127,7 +127,7 @@ def recorded_ledger(project: Path, records: str | None, identity: str) -> dict[s
     no run has recorded the store there (AC-24)."""
     url = records_url(project, records)
     resolved = resolve_url(url)
-    if resolved.get_backend_name() == "sqlite" and not sqlite_file(resolved).is_file():
+    if missing_sqlite_file(resolved):
         return None
     with Records(url) as opened:
         baseline = opened.baseline(identity)

@@ -196,6 +196,11 @@ def sqlite_file(url: URL) -> Path:
     return Path(unquote((url.database or "").removeprefix("file:"))).resolve()
 
 
+def missing_sqlite_file(url: URL) -> bool:
+    """A SQLite URL whose file does not exist (a PostgreSQL URL names a server: never)."""
+    return url.get_backend_name() == SQLITE and not sqlite_file(url).is_file()
+
+
 def shown_store(url: URL) -> str:
     """The one display form of a database: a URL ``--store`` accepts, without user or
     password; a SQLite file by its absolute path (``sqlite:////srv/k.db``). A plain PostgreSQL

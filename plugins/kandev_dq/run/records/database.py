@@ -56,7 +56,7 @@ class Records(Ledger, Register, Results):
         except StoreError as exc:
             raise KandevDqError(f"records database: {exc}") from None
         self.engine = self._store.engine
-        self.dialect = self.engine.dialect.name
+        self.dialect = self.engine.dialect
         try:
             self._create_tables()
         except sa.exc.DBAPIError as exc:

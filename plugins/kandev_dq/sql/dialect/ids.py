@@ -1,0 +1,103 @@
+"""Id lists and id forms.
+
+* :func:`one_of` / :func:`excluded_ids` — a column is one of many ids, bound as ONE parameter
+  (a ``text[]`` on PostgreSQL, a JSON array on SQLite).
+* :class:`canonical_uuid` — a text is a UUID in canonical 8-4-4-4-12 hex form, in any case.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ColumnElement, FunctionElement
+from sqlalchemy.sql.visitors import InternalTraversal
+from sqlalchemy.types import TypeDecorator
+
+
+def one_of(column, ids: tuple[str, ...], name: str) -> ColumnElement:
+    """``column`` is one of ``ids``, bound as ONE parameter ``name`` (a ``text[]`` on
+    PostgreSQL, a JSON array on SQLite): a filter no join plan can repeat per row, whatever
+    the planner believes about either side's size."""
+    return _IdIn(column, sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True))
+
+
+def excluded_ids(id_column, ids: tuple[str, ...]) -> ColumnElement:
+    """``id_column`` is one of ``ids``: one array parameter on PostgreSQL, an IN list elsewhere."""
+    return _IdIn(
+        id_column, sa.bindparam("unreadable_metadata_ids", list(ids), type_=_ID_ARRAY, unique=True)
+    )
+
+
+class _IdArray(TypeDecorator):
+    """A list of ids as one parameter: a ``text[]`` on PostgreSQL, a JSON array on SQLite."""
+
+    impl = sa.Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(ARRAY(sa.Text))
+        return dialect.type_descriptor(sa.Text())
+
+    def process_bind_param(self, value, dialect):
+        return list(value) if dialect.name == "postgresql" else json.dumps(list(value))
+
+
+_ID_ARRAY = _IdArray()
+
+
+class _IdIn(ColumnElement):
+    inherit_cache = True
+    type = sa.Boolean()
+    # A test already: SQLite must not get "(…) = 1" in a WHERE, which hides the list from the
+    # planner and scans the table rather than looking each id up.
+    _is_implicitly_boolean = True
+
+    def __init__(self, column, param):
+        self.column = column
+        self.param = param
+
+    _traverse_internals = [
+        ("column", InternalTraversal.dp_clauseelement),
+        ("param", InternalTraversal.dp_clauseelement),
+    ]
+
+
+@compiles(_IdIn, "postgresql")
+def _id_in_postgresql(element, compiler, **kw):
+    col = compiler.process(element.column, **kw)
+    return f"({col} = ANY ({compiler.process(element.param, **kw)}))"
+
+
+@compiles(_IdIn, "sqlite")
+def _id_in_sqlite(element, compiler, **kw):
+    col = compiler.process(element.column, **kw)
+    param = compiler.process(element.param, **kw)
+    return f"({col} IN (SELECT value FROM json_each({param})))"
+
+
+_UUID_GROUPS = (8, 4, 4, 4, 12)
+
+
+class canonical_uuid(FunctionElement):  # noqa: N801 - reads as a SQL function
+    """True when a text column is a UUID in canonical 8-4-4-4-12 hex form, in any case."""
+
+    inherit_cache = True
+    type = sa.Boolean()
+
+
+@compiles(canonical_uuid, "sqlite")
+def _uuid_sqlite(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    pattern = "-".join("[0-9a-f]" * n for n in _UUID_GROUPS)
+    return f"(lower({col}) GLOB '{pattern}')"
+
+
+@compiles(canonical_uuid, "postgresql")
+def _uuid_postgresql(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    pattern = "-".join(f"[0-9a-f]{{{n}}}" for n in _UUID_GROUPS)
+    return f"({col} ~* '^{pattern}$')"
