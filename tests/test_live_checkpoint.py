@@ -264,13 +264,12 @@ def test_a_watermark_later_than_the_run_reads_in_full():
     assert earlier["start"] == _rfc(now - timedelta(hours=1, minutes=5))
 
 
+@pytest.mark.parametrize("target", ["sqlite"], indirect=True)
 def test_the_subagent_table_is_scanned_once_by_the_writer_health_and_row_reads(activated, target):
     """The table has no index on observed_at or updated_at: its rows changed in a window are
     read by one scan per snapshot, shared by the writer-health ledger and the row rules, and
     then named by key; the ledger reads the changed sessions' rows through their index. (SQLite's
     plan names a full scan plainly; PostgreSQL prices one for tiny tables whatever the SQL.)"""
-    if target.dialect != "sqlite":
-        pytest.skip("SQLite's plans say which reads scan the table")
     activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
     activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC))
     store = open_store(target.url)
@@ -300,11 +299,10 @@ def test_the_subagent_table_is_scanned_once_by_the_writer_health_and_row_reads(a
         assert "read once for the snapshot" in read["subagent rows changed in the window"]
 
 
+@pytest.mark.parametrize("target", ["sqlite"], indirect=True)
 def test_a_subagent_table_without_rowid_is_read_by_its_comparisons(activated, target):
     """SQLite names the changed rows by rowid; a table declared WITHOUT ROWID has none, so each
     read compares the timestamps itself, and judges alike."""
-    if target.dialect != "sqlite":
-        pytest.skip("rowids are SQLite's")
     with target.engine.begin() as conn:
         ddl = conn.exec_driver_sql(
             "SELECT type, sql FROM sqlite_master WHERE tbl_name = 'task_session_subagents' "
