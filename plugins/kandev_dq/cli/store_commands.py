@@ -15,7 +15,6 @@ from kandev_dq import api
 from kandev_dq.api import loading_gx
 from kandev_dq.cli.options import Format, StoreOption
 from kandev_dq.cli.output import errors_as, print_report, say
-from kandev_dq.errors import KandevDqError
 
 
 class Shape(StrEnum):
@@ -102,14 +101,7 @@ def init(
     ] = False,
 ) -> None:
     """Write a working GX project (yml, suites, validation definitions, checkpoints)."""
-    from kandev_dq.run.project import build_project
+    from kandev_dq.run.project import init_project
 
-    if folder.exists() and not folder.is_dir():
-        raise KandevDqError(f"{folder} is a file: init takes a folder")
-    if folder.is_dir() and any(folder.iterdir()) and not force:
-        raise KandevDqError(
-            f"{folder} is not empty: pass --force to write kandev-dq's project files into it "
-            "(it changes nothing else there)"
-        )
-    build_project(folder)
+    init_project(folder, force=force)
     say(f"kandev-dq project written to {folder}")
