@@ -3,7 +3,8 @@
 Every ``import`` in every module is read with :mod:`ast`, including those inside functions (a
 lazy import is still a dependency). A module may import its own package, or a package of a
 lower layer; packages on one layer are peers and do not import each other. Only the CLI, the
-composition root, imports ``lab/``.
+composition root, imports ``lab/``. Inside the CLI package, the modules holding commands are
+peers: only its ``__init__`` (the app) imports them, and they share ``output`` and ``options``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("",),  # the package itself: it re-exports the API
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+#: The CLI's modules every other module of the CLI may import: what commands print, and the
+#: options they share.
+CLI_SHARED = ("kandev_dq.cli.output", "kandev_dq.cli.options")
 
 
 def module_name(path: Path) -> str:
@@ -137,6 +141,37 @@ def test_only_the_cli_imports_the_lab():
         if unit_of(s) not in ("lab", "cli") and any(unit_of(t) == "lab" for t in ts)
     )
     assert users == []
+
+
+def cli_sideways_imports(edges: dict[str, set[str]]) -> list[str]:
+    """A CLI module other than the package's ``__init__`` importing a CLI module other than the
+    shared ones: a command module reaching into another's role."""
+    return sorted(
+        f"{source} -> {target}"
+        for source, targets in edges.items()
+        if unit_of(source) == "cli" and source != "kandev_dq.cli"
+        for target in targets
+        if unit_of(target) == "cli" and target not in CLI_SHARED
+    )
+
+
+def test_the_cli_modules_keep_to_their_roles():
+    edges = graph()
+    assert "kandev_dq.cli" in edges and set(CLI_SHARED) <= set(edges)
+    assert cli_sideways_imports(edges) == []
+
+
+@pytest.mark.parametrize(
+    "edges, expected",
+    [
+        ({"kandev_dq.cli.checking": {"kandev_dq.cli.records"}}, 1),
+        ({"kandev_dq.cli.output": {"kandev_dq.cli"}}, 1),
+        ({"kandev_dq.cli.checking": {"kandev_dq.cli.output", "kandev_dq.cli.options"}}, 0),
+        ({"kandev_dq.cli": {"kandev_dq.cli.checking"}}, 0),
+    ],
+)
+def test_the_cli_role_check_catches_a_sideways_import(edges, expected):
+    assert len(cli_sideways_imports(edges)) == expected
 
 
 @pytest.mark.parametrize(

@@ -87,7 +87,7 @@ def test_loading_gx_leaves_the_collector_running_and_gx_frozen(tmp_path):
 
 
 def _rules_on(console: Console, monkeypatch) -> str:
-    monkeypatch.setattr(cli, "out", console)
+    monkeypatch.setattr(cli.output, "out", console)
     done = CliRunner().invoke(cli.app, ["rules"])
     assert done.exit_code == 0, done.output
     return console.export_text()

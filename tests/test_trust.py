@@ -168,7 +168,7 @@ def test_check_on_a_terminal_reads_no_value_as_markup(sqlite_target, project, ca
     _hostile_keys(sqlite_target)
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, width=2000, highlight=False)
-    monkeypatch.setattr(cli_module, "out", terminal)
+    monkeypatch.setattr(cli_module.output, "out", terminal)
     code, _, err = cli(capsys, "check", "--store", sqlite_target.url, "--project", str(project))
     shown = screen.getvalue()
     assert code == 1, err  # [/x] does not crash the run

@@ -41,6 +41,7 @@ from great_expectations.render.renderer import (
 )
 from great_expectations.util import convert_to_json_serializable  # noqa: TID251 - GX's own
 
+from kandev_dq.contract.severity import Severity
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import NOTIFY_WHEN as NOTIFY_WHEN_WORDS
 from kandev_dq.run.changes import ON_CHANGE
@@ -75,15 +76,15 @@ logger = logging.getLogger(__name__)
 #: "warning" fire only when that is the run's *highest* failed severity, so the pair notifies
 #: exactly once whenever an error or a warning failed.
 NOTIFY_MODES: dict[str, tuple[str, ...]] = {
-    "error": ("critical",),
-    "warning": ("critical", "warning"),
+    Severity.ERROR.value: (Severity.ERROR.gx,),
+    Severity.WARNING.value: (Severity.ERROR.gx, Severity.WARNING.gx),
     "all": ("all",),
 }
 #: GX ``notify_on`` -> the severities of failed rules an action of that mode reports.
-REPORTED_SEVERITIES: dict[str, tuple[str, ...]] = {
-    "critical": ("error",),
-    "warning": ("warning",),
-    "all": ("error", "warning", "info"),
+REPORTED_SEVERITIES: dict[str, tuple[Severity, ...]] = {
+    Severity.ERROR.gx: (Severity.ERROR,),
+    Severity.WARNING.gx: (Severity.WARNING,),
+    "all": tuple(Severity),
 }
 #: How urgent a page is, by the GX ``notify_on`` that fired it (an error-severity rule failed,
 #: a warning-severity one did, or the run is reported whatever it found).
@@ -118,10 +119,10 @@ class RunSummary:
 
     @property
     def verdict(self) -> str:
-        return "FAILED" if any(r.severity == "error" for r in self.failed) else "PASSED"
+        return "FAILED" if any(r.severity == Severity.ERROR for r in self.failed) else "PASSED"
 
     def counts(self) -> str:
-        by = {s: sum(r.severity == s for r in self.failed) for s in ("error", "warning", "info")}
+        by = {s.value: sum(r.severity == s for r in self.failed) for s in Severity}
         return ", ".join(f"{n} {s}(s)" for s, n in by.items())
 
     def lines(self) -> list[str]:
@@ -301,7 +302,7 @@ class Channel:
     name: str
     actions: list = field(default_factory=list)
     #: The severities of failed rules it reports (kandev-dq's words).
-    severities: tuple[str, ...] = ("error",)
+    severities: tuple[str, ...] = (Severity.ERROR,)
     #: ``change`` (a new failure or a recovery) or ``always`` (every run it reports).
     when: str = ON_CHANGE
 
@@ -341,7 +342,7 @@ class _Unusable(Exception):
 def _modes(values: dict, channel: str) -> tuple[str, ...]:
     own = f"{PREFIX}{channel.upper()}_NOTIFY_ON"
     variable = own if values.get(own) else NOTIFY_ON
-    mode = (values.get(variable) or "error").strip().lower()
+    mode = (values.get(variable) or Severity.ERROR.value).strip().lower()
     if mode not in NOTIFY_MODES:
         logger.warning(
             "kandev-dq: warning: %s=%r is not one of %s; notifying on errors",
@@ -349,7 +350,7 @@ def _modes(values: dict, channel: str) -> tuple[str, ...]:
             one_line(mode),
             ", ".join(NOTIFY_MODES),
         )
-        mode = "error"
+        mode = Severity.ERROR.value
     return NOTIFY_MODES[mode]
 
 

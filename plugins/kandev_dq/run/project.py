@@ -354,6 +354,19 @@ _YML_ASSET = """\
 STORE_BACKEND_ID = ".ge_store_backend_id"
 
 
+def init_project(folder: Path, *, force: bool = False) -> Path:
+    """``kandev-dq init``: :func:`build_project` into ``folder``, refused before anything is
+    written when it is a file, or a folder that is not empty and ``force`` is not given."""
+    if folder.exists() and not folder.is_dir():
+        raise KandevDqError(f"{folder} is a file: init takes a folder")
+    if folder.is_dir() and any(folder.iterdir()) and not force:
+        raise KandevDqError(
+            f"{folder} is not empty: pass --force to write kandev-dq's project files into it "
+            "(it changes nothing else there)"
+        )
+    return build_project(folder)
+
+
 def build_project(root: Path) -> Path:
     """Write a complete project (yml, suites, validation definitions, checkpoints) into root.
 

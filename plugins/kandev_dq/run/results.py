@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kandev_dq.contract.rule_index import severity_word
+from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import exception_message
 
 
@@ -37,14 +38,16 @@ class RuleResult:
 def failing_severities(fail_on: str) -> tuple[str, ...]:
     """The severities whose failed rules fail a run: errors, and warnings too with
     ``--fail-on warning``. The exit code and the JUnit failures both follow this."""
-    return ("error", "warning") if fail_on == "warning" else ("error",)
+    if fail_on == Severity.WARNING:
+        return (Severity.ERROR, Severity.WARNING)
+    return (Severity.ERROR,)
 
 
 def rule_result(result, suite: str = "") -> RuleResult:
     """One result, as a GX object or as stored JSON; ``suite`` names the suite that ran it."""
     config = result.get("expectation_config") or {}
     severity = config.get("severity")
-    severity = getattr(severity, "value", severity) or "critical"
+    severity = getattr(severity, "value", severity) or Severity.ERROR.gx
     body = result.get("result") or {}
     details = body.get("details") or {}
     success = result.get("success")
@@ -83,7 +86,7 @@ def suite_success(suite_validation_result, fail_on: str = "error") -> bool:
 def failed_by_severity(suite_validation_result) -> dict[str, int]:
     """Failed rules of one GX suite result (a GX object or its stored JSON) by kandev-dq
     severity (error, warning, info)."""
-    counts = {"error": 0, "warning": 0, "info": 0}
+    counts = {severity.value: 0 for severity in Severity}
     results = getattr(suite_validation_result, "results", None)
     if results is None:
         results = suite_validation_result.get("results") or []
@@ -100,4 +103,5 @@ def suite_verdict(counts: dict[str, int], fail_on: str = "error") -> str:
     failing, else ``passed``. GX's own ``success`` fails a suite on any failed rule."""
     if any(counts.get(severity) for severity in failing_severities(fail_on)):
         return "failed"
-    return next((s for s in ("warning", "info") if counts.get(s)), "passed")
+    not_passed = (Severity.WARNING.value, Severity.INFO.value)
+    return next((s for s in not_passed if counts.get(s)), "passed")
