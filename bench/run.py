@@ -373,9 +373,9 @@ def history_growth_main(args, argv: list[str] | None) -> int:
     return 0 if found["flat"] else 1
 
 
-def live_main(args, argv: list[str] | None) -> int:
-    from bench import live
-
+def _one_step_setup(args, argv: list[str] | None):
+    """What a bench of one step needs first: its dialects, the server, the project and the
+    machine's facts (PostgreSQL asked for without a server is refused)."""
     dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
     server = postgres_server()
     if "postgresql" in dialects and server is None:
@@ -387,6 +387,13 @@ def live_main(args, argv: list[str] | None) -> int:
     info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
     if "postgresql" in dialects:
         info["postgresql"] = _server_version(server)
+    return dialects, server, project, info
+
+
+def live_main(args, argv: list[str] | None) -> int:
+    from bench import live
+
+    dialects, server, project, info = _one_step_setup(args, argv)
     started = time.perf_counter()
     stores = Stores(args.work, server)
     try:
@@ -416,17 +423,7 @@ def live_main(args, argv: list[str] | None) -> int:
 def huge_value_main(args, argv: list[str] | None) -> int:
     from bench import huge_value
 
-    dialects = [d.strip() for d in args.dialects.split(",") if d.strip()]
-    server = postgres_server()
-    if "postgresql" in dialects and server is None:
-        raise SystemExit("PostgreSQL needs KANDEV_BENCH_POSTGRES_URL or KANDEV_TEST_POSTGRES_URL")
-    args.work.mkdir(parents=True, exist_ok=True)
-    project = build_project(args.work / "project")
-    info = machine()
-    info["load_before"] = load()
-    info["command"] = "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    if "postgresql" in dialects:
-        info["postgresql"] = _server_version(server)
+    dialects, server, project, info = _one_step_setup(args, argv)
     stores = Stores(args.work, server)
     try:
         results = huge_value.measure_huge(

@@ -175,35 +175,6 @@ def _create_missing_indexes(conn: sa.Connection) -> None:
                 index.create(conn)
 
 
-def _kept_runs(conn: sa.Connection) -> list[tuple[str, str]]:
-    """(run name, run key) of the runs a prune keeps, however old: the newest finished run of
-    each run name (one checkpoint on one store), which alerts on change compare the next run
-    with (:mod:`kandev_dq.run.changes`: without it a standing failure alerts again as new),
-    and each unfinished run after it, which may still be running. An unfinished run before
-    it was interrupted, and goes like any other."""
-    newest = dict(
-        conn.execute(
-            sa.select(runs.c.run_name, sa.func.max(runs.c.run_key))
-            .where(runs.c.finished.is_(True))
-            .group_by(runs.c.run_name)
-        ).all()
-    )
-    unfinished = conn.execute(
-        sa.select(runs.c.run_name, runs.c.run_key).where(runs.c.finished.is_(False))
-    ).all()
-    running = [(name, key) for name, key in unfinished if key > newest.get(name, "")]
-    return [*newest.items(), *running]
-
-
-def _create_missing_indexes(conn: sa.Connection) -> None:
-    inspector = sa.inspect(conn)
-    for table in metadata.sorted_tables:
-        present = {index["name"] for index in inspector.get_indexes(table.name)}
-        for index in table.indexes:
-            if index.name not in present:
-                index.create(conn)
-
-
 @dataclass
 class Pruned:
     cutoff: str
