@@ -236,6 +236,15 @@ def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
         assert "<error message=" in done.stdout
 
 
+@pytest.mark.parametrize("argv", [["--version"], ["--help"]], ids=str)
+def test_version_and_help_answer_without_the_sql_toolkit(argv, tmp_path):
+    """``--version`` and ``--help``, the floor of the bench's sub-second rows, load neither
+    the SQL toolkit nor GX."""
+    done = kandev_dq_probed(*argv, cwd=tmp_path, probe=NO_SQL_PROBE)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines() == ["SQL not imported"], done.stderr
+
+
 def _another_programs_sqlite_file(path) -> None:
     """A SQLite database with tables of its own, none of them Kandev's."""
     import sqlite3

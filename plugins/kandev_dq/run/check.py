@@ -34,7 +34,8 @@ from kandev_dq.run.register import finish_run, record_run, run_key
 from kandev_dq.run.results import RuleResult, failing_severities, rule_result
 from kandev_dq.run.results_store import attach_records
 from kandev_dq.run.settings import run_settings
-from kandev_dq.run.versions import kandev_dq_version, server_version
+from kandev_dq.run.versions import kandev_dq_version
+from kandev_dq.sql.dialect import server_version
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import observe_subagents

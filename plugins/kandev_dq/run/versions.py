@@ -1,12 +1,10 @@
-"""The versions a report names: kandev-dq's own, GX's, and the store server's."""
+"""kandev-dq's own version, as a report and ``--version`` name it (read without the SQL
+toolkit: ``--version`` answers before anything heavy loads). The store server's version is
+:func:`kandev_dq.sql.dialect.server_version`."""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-
-from kandev_dq.sql.dialect import server_version
-
-__all__ = ["kandev_dq_version", "server_version"]
 
 
 def kandev_dq_version() -> str:
