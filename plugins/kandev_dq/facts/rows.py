@@ -36,7 +36,12 @@ from kandev_dq.contract.tables import (
 )
 from kandev_dq.facts.shapes import ChangeWindow, RowFacts
 from kandev_dq.facts.window import WindowRead, read_changed_rows
-from kandev_dq.sql.dialect import canonical_uuid, utc_instant, utc_instant_latest
+from kandev_dq.sql.dialect import (
+    canonical_uuid,
+    index_reads,
+    utc_instant,
+    utc_instant_latest,
+)
 from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.scan import Counted, count_when, counted_scan
@@ -254,7 +259,10 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         sa.func.count().label("rows"),
         *([count_when(first_of_duplicated_key).label("duplicated_keys")] if windowed else []),
     ]
-    counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
+    # A window's changed rows are looked up by id and their sessions by key, as the ledger's
+    # are: PostgreSQL, pricing thousands of ids past its statistics, scanned both tables.
+    with index_reads(conn, small=read is not None and read.small):
+        counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
     facts["rows"] = int(counts["rows"])
     if not facts["rows"] and not windowed:
         # Only an empty table needs the messages read (the emptiness rule's other side).
