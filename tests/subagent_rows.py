@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
+from kandev_dq.lab.storebuilder import StoreBuilder
 
 T0 = datetime(2026, 7, 30, 1, 39, 37, 271235, tzinfo=UTC)
 
@@ -141,3 +142,17 @@ def set_key(engine: sa.Engine, key: str, value: str | None) -> None:
 
 def table_names(engine: sa.Engine) -> set[str]:
     return set(sa.inspect(engine).get_table_names())
+
+
+def unconstrained_store(engine: sa.Engine) -> StoreBuilder:
+    """A store whose subagents table has neither its UNIQUE nor its FK: both constraints
+    bypassed, as a hostile or damaged store may have them."""
+    columns = [
+        sa.Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
+        for c in schema.subagents.c
+    ]
+    table = sa.Table(schema.SUBAGENTS, sa.MetaData(), *columns)
+    with engine.begin() as conn:
+        schema.create_base_tables(conn)
+        table.create(conn)
+    return StoreBuilder(engine)

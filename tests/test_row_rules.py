@@ -7,12 +7,11 @@ import uuid
 from datetime import timedelta
 
 import pytest
-import sqlalchemy as sa
 
-from kandev_dq.contract import tables as schema
 from kandev_dq.facts.rows import row_facts
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from tests.gxhelpers import check, failed, result
+from tests.subagent_rows import unconstrained_store
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0
 THROUGH = "2026-07-30T01:30:00.5Z"
@@ -238,21 +237,8 @@ def test_each_fault_is_caught_by_its_own_rule_only(store, target, project):
         assert all(row["id"] and "agent_execution_id" in row for row in sample), rule
 
 
-def _unconstrained(target) -> StoreBuilder:
-    """The subagents table with neither its UNIQUE nor its FK: both constraints bypassed."""
-    columns = [
-        sa.Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
-        for c in schema.subagents.c
-    ]
-    table = sa.Table(schema.SUBAGENTS, sa.MetaData(), *columns)
-    with target.engine.begin() as conn:
-        schema.create_base_tables(conn)
-        table.create(conn)
-    return StoreBuilder(target.engine)
-
-
 def test_duplicate_key_and_orphan_row_fail_when_constraints_are_bypassed(target, project):
-    store = _unconstrained(target)
+    store = unconstrained_store(target.engine)
     session = _healthy(store)
     execution = str(uuid.uuid4())
     store.subagent_message(session, AT + 2 * US, "toolu_twice")
@@ -271,7 +257,7 @@ def test_duplicate_key_and_orphan_row_fail_when_constraints_are_bypassed(target,
 def test_duplicates_count_keys_and_the_rows_they_hold_apart(target, project):
     """AC-3: two keys held by three rows and by two: 2 keys, 5 rows; a unique key beside them
     is no duplicate."""
-    store = _unconstrained(target)
+    store = unconstrained_store(target.engine)
     session = _healthy(store)
     execution = str(uuid.uuid4())
     for offset, (tool_call, rows) in enumerate({"toolu_3": 3, "toolu_2": 2, "toolu_1": 1}.items()):

@@ -171,9 +171,10 @@ def _scanned(
         same_key[0] = same.c[names[0]] == r[names[0]]
         held = sa.select(sa.func.count()).select_from(same).where(*same_key)
         extra.append(held.scalar_subquery().label("key_rows"))
-        # Ranked among the changed rows: the listing names each key once, by its first one.
-        earlier = held.where(same.c.id < r.id, read.row_changed(same, listing=listing))
-        extra.append((earlier.scalar_subquery() + 1).label("key_rank"))
+        # Ranked among the changed rows (the statement's own rows, so a window function over
+        # them): the listing names each key once, by its first one. Beside a window function
+        # PostgreSQL counts each row's key once, where it re-ran the count at every reading.
+        extra.append(sa.func.row_number().over(partition_by=key, order_by=r.id).label("key_rank"))
     elif with_key_counts:
         extra.append(sa.func.count().over(partition_by=key).label("key_rows"))
         extra.append(sa.func.row_number().over(partition_by=key, order_by=r.id).label("key_rank"))
