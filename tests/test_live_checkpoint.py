@@ -30,6 +30,7 @@ from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
 from tests.gxhelpers import failed, result
+from tests.subagent_rows import unconstrained_store
 
 SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
 ZERO = "expect_no_zero_tokens_or_duration"
@@ -152,7 +153,7 @@ def test_without_the_indexes_it_reads_by_scans_says_so_and_judges_alike(activate
     reads = report.windows["live_writer_health"]["reads"]
     assert reads["messages created in the window"] == ("scan: the store has no index on created_at")
     assert reads["messages updated in the window"] == (
-        "scan: the store has no index on (task_session_id, updated_at)"
+        "scan: the store has no index on updated_at or (task_session_id, updated_at)"
     )
     assert reads["subagent rows changed in the window"].startswith("scan:")
     assert failed(report) == {SHORTFALL: "error"}
@@ -221,6 +222,75 @@ def test_the_window_reads_through_the_message_indexes_where_the_store_has_them(a
     fallen_back = _window_plan(target, target.url)
     assert "idx_messages_session_updated" not in fallen_back
     assert scan in fallen_back, fallen_back
+
+
+UNIQUE = "expect_subagent_key_to_be_unique"
+
+
+def test_duplicated_keys_of_changed_rows_are_counted_over_the_table_each_key_once(target, project):
+    """AC-3 in a window: a key two changed rows share, and an old key a changed row repeats,
+    are two keys holding four rows (each counted over the whole table, once however many of
+    its rows changed); an old duplicate nothing changed is nightly's alone."""
+    store = unconstrained_store(target.engine)
+    capture = datetime.now(UTC) - timedelta(hours=2)
+    store.keys(_rfc(capture), "", _rfc(capture))
+    session = store.session()
+    execution = "5f0c1d2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f"
+    for n, tool_call in enumerate(("toolu_old", "toolu_old_twice", "toolu_old_twice")):
+        at = capture + timedelta(minutes=n + 1)
+        if n < 2:
+            store.subagent_message(session, at, tool_call)
+        store.subagent_row(session, tool_call, at, agent_execution_id=execution)
+    # The table lacks its UNIQUE, which the schema rules report beside: the rows suite only.
+    assert failed(live(project, target), "live_rows") == {UNIQUE: "error"}  # read in full
+
+    now = datetime.now(UTC)
+    store.subagent_message(session, now, "toolu_new_twice")
+    for n, tool_call in enumerate(("toolu_new_twice", "toolu_new_twice", "toolu_old")):
+        store.subagent_row(
+            session, tool_call, now + timedelta(microseconds=n), agent_execution_id=execution
+        )
+    report = live(project, target)
+    assert report.windows["live_rows"]["start"] is not None
+    assert failed(report, "live_rows") == {UNIQUE: "error"}
+    unique = result(report, UNIQUE)
+    assert unique.observed_value == 2 and "hold 4 rows" in unique.message, unique.message
+    nightly = run_check(project, target.url, "nightly")
+    assert result(nightly, UNIQUE).observed_value == 3
+    assert "hold 6 rows" in result(nightly, UNIQUE).message
+
+
+#: Indexes a store's owner may add for frequent live runs (docs/interpretations.md).
+OWNER_INDEXES = {
+    "idx_messages_updated_at": "task_session_messages (updated_at)",
+    "idx_subagents_observed_at": "task_session_subagents (observed_at)",
+    "idx_subagents_updated_at": "task_session_subagents (updated_at)",
+}
+
+
+def test_with_indexes_on_updated_at_and_observed_at_the_window_is_one_range_each(
+    activated, target, project
+):
+    """Where the owner added them, messages updated in the window are one range of an index
+    led by updated_at (no probe per session), the changed rows read through theirs, the
+    verdict unchanged."""
+    with target.engine.begin() as conn:
+        for name, columns in OWNER_INDEXES.items():
+            conn.exec_driver_sql(f"CREATE INDEX {name} ON {columns}")
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    report = live(project, target)
+    reads = report.windows["live_writer_health"]["reads"]
+    assert reads["messages updated in the window"] == (
+        "index idx_messages_updated_at: a range on updated_at"
+    )
+    assert reads["subagent rows changed in the window"].startswith(
+        "indexes idx_subagents_observed_at and idx_subagents_updated_at"
+    )
+    assert failed(report) == {SHORTFALL: "error"}
+    plan = _window_plan(target, target.url)
+    assert "idx_messages_updated_at" in plan, plan
+    assert "task_sessions" not in plan, plan  # no session probed one by one
 
 
 @pytest.mark.parametrize(

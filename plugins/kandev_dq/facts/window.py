@@ -9,12 +9,14 @@ or only the changed rows.
 Each read uses an index where the store has one, observed in its live schema
 (:func:`kandev_dq.store.observe.index_leading`), never assumed: messages created in the window
 are a range of ``idx_messages_created_at``; messages updated in it a range of
-``idx_messages_session_updated`` per session (upstream creates both). Without one, the read is
+``idx_messages_session_updated`` per session (upstream creates both), or one range of an index
+led by ``updated_at`` where the store's owner added one. Without one, the read is
 a scan, and :attr:`WindowRead.facts` says so, as it says how every other read was served;
 ``task_session_subagents`` has no index on ``observed_at`` or ``updated_at`` upstream, so its
-changed rows are read by a scan: ONE per snapshot (:func:`changed_rows`), shared by the
-writer-health ledger and the row rules, which then name those rows by rowid (SQLite) or id
-(PostgreSQL). A listing, a statement a reviewer runs, states the window by its start instead.
+changed rows are read by a scan (or by both indexes, where added): ONE per snapshot
+(:func:`changed_rows`), shared by the writer-health ledger and the row rules, which then name
+those rows by rowid (SQLite) or id (PostgreSQL). A listing, a statement a reviewer runs,
+states the window by its start instead.
 """
 
 from __future__ import annotations
@@ -213,21 +215,30 @@ def read_window(
     m = task_session_messages
     candidate = _candidate(m)
     created_index = index_leading(conn, MESSAGES, ("created_at",))
-    updated_index = index_leading(conn, MESSAGES, ("task_session_id", "updated_at"))
     created = sa.select(m.c.task_session_id).where(at_or_after(m.c.created_at, start), candidate)
     updated = sa.select(m.c.task_session_id).where(at_or_after(m.c.updated_at, start), candidate)
+    updated_index = index_leading(conn, MESSAGES, ("updated_at",))
     if updated_index is not None:
-        # Each session probed for a message updated in the window: one range of the
-        # (task_session_id, updated_at) index per session, never a scan of the messages.
-        updated = sa.select(task_sessions.c.id.label("task_session_id")).where(
-            updated.where(m.c.task_session_id == task_sessions.c.id).exists()
+        # An index a store's owner may add: the window's updates are one range, whatever the
+        # number of sessions (docs/interpretations.md).
+        updated_read = _served(updated_index, "a range on updated_at", "updated_at")
+    else:
+        updated_index = index_leading(conn, MESSAGES, ("task_session_id", "updated_at"))
+        updated_read = _served(
+            updated_index,
+            "a range on updated_at per session",
+            "updated_at or (task_session_id, updated_at)",
         )
+        if updated_index is not None:
+            # Upstream's index: each session probed for a message updated in the window, one
+            # range per session, never a scan of the messages.
+            updated = sa.select(task_sessions.c.id.label("task_session_id")).where(
+                updated.where(m.c.task_session_id == task_sessions.c.id).exists()
+            )
     sides = [created, updated]
     reads = {
         CREATED: _served(created_index, "a range on created_at", "created_at"),
-        UPDATED: _served(
-            updated_index, "a range on updated_at per session", "(task_session_id, updated_at)"
-        ),
+        UPDATED: updated_read,
     }
     rows = changed_rows(conn, window) if with_rows else None
     listed_sides = list(sides)
