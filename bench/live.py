@@ -16,13 +16,16 @@ For each dialect:
 5. ``--repeat`` rounds, alternating: ``check --checkpoint live`` as a whole process on the large
    store (from the kept project, so every round reads the same window) and on the small store
    (a fresh project: its first run reads everything since capture_since, the same messages);
-   then the same two runs in process, timing every statement sent to the store.
+   then the same two runs in process, timing every statement sent to the store;
+6. the same rounds again after the owner's three indexes
+   (:data:`kandev_dq.facts.window.OWNER_INDEXES`, which upstream does not create) are added to
+   both stores: what an owner who runs ``live`` every few minutes gains by adding them.
 
 The targets (the large store against the small one): the whole process ≤ 1.3×, the SQL ≤ 2×.
 Beside them stands the physical floor of each store, one pass over each table
 (:func:`bench.floors.single_pass`), so a reader sees what a run that read everything would cost.
 The statements of one in-process run on the large store are kept with their plans in
-``WORK/plans/<dialect>-<scale>-live.txt``.
+``WORK/plans/<dialect>-<scale>-live[-owner-indexes].txt``.
 """
 
 from __future__ import annotations
@@ -183,6 +186,51 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
         "messages": summary.messages + 10 * scale + NEW_MESSAGES,
         "new": NEW_MESSAGES,
         "small_messages": small_messages,
+        "indexes": {},
+    }
+    for indexes in (UPSTREAM, OWNERS):
+        if indexes == OWNERS:
+            for store in (large, small):
+                _add_owner_indexes(store)
+        result["indexes"][indexes] = _rounds(
+            large, small, kept, project, work, dialect, repeat, f"{scale}-live{indexes}"
+        )
+    stores.drop(small)
+    stores.drop(large)
+    return result
+
+
+#: The index sets measured: upstream's, then with the owner's three added (file-name suffix).
+UPSTREAM, OWNERS = "", "-owner-indexes"
+INDEX_SETS = {UPSTREAM: "upstream's", OWNERS: "upstream's + the owner's three"}
+
+
+def _add_owner_indexes(store: Copy) -> None:
+    """The indexes a store's owner may add for a frequent live run (``OWNER_INDEXES``)."""
+    from kandev_dq.facts.window import OWNER_INDEXES
+
+    engine = store.engine()
+    try:
+        with engine.begin() as conn:
+            for name, (table, column) in OWNER_INDEXES.items():
+                conn.exec_driver_sql(f"CREATE INDEX {name} ON {table} ({column})")
+    finally:
+        engine.dispose()
+    Stores.analyze(store)
+
+
+def _rounds(
+    large: Copy,
+    small: Copy,
+    kept: Path,
+    project: Path,
+    work: Path,
+    dialect: str,
+    repeat: int,
+    name: str,
+) -> dict[str, Any]:
+    """``repeat`` rounds, large and small alternating: as processes, then their SQL in process."""
+    result: dict[str, Any] = {
         "process": {"large": [], "small": []},
         "sql": {"large": [], "small": []},
         "single_pass": {"large": [], "small": []},
@@ -190,7 +238,7 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     }
     plans: list[tuple[str, Any, float]] = []
     for round_ in range(repeat):
-        _say(f"{dialect} scale {scale}: round {round_ + 1}/{repeat}")
+        _say(f"{dialect} {name}: round {round_ + 1}/{repeat}")
         for label, store in (("large", large), ("small", small)):
             result["single_pass"][label].append(measure.scan_floor(store)[0])
             run_project = _project_for(label, kept, project, work, dialect)
@@ -203,10 +251,8 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
             result["statements"][label] = len(statements)
             if label == "large" and round_ == 0:
                 plans = statements
-    plan_file = work / "plans" / f"{dialect}-{scale}-live.txt"
+    plan_file = work / "plans" / f"{dialect}-{name}.txt"
     result["plans"] = _write_plans(large, plans, plan_file).relative_to(work).as_posix()
-    stores.drop(small)
-    stores.drop(large)
     return result
 
 
@@ -277,30 +323,41 @@ def render(info: dict, results: list[dict]) -> str:
         "Single pass = one read of each table of that store, the physical floor of a run that "
         "reads everything.",
         "",
-        "| dialect | messages | new | in window | process large (s) | process small (s) | "
-        f"process × (≤ {PROCESS_RATIO}) | SQL large (s) | SQL small (s) | "
+        "| dialect | indexes | messages | new | in window | process large (s) | "
+        f"process small (s) | process × (≤ {PROCESS_RATIO}) | SQL large (s) | SQL small (s) | "
         f"SQL × (≤ {SQL_RATIO:g}) | statements large | statements small | "
         "single pass large (s) | single pass small (s) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        pl, ps = _median(r["process"]["large"]), _median(r["process"]["small"])
-        sl, ss = _median(r["sql"]["large"]), _median(r["sql"]["small"])
-        lines.append(
-            f"| {r['dialect']} | {r['messages']:,} | {r.get('new', NEW_MESSAGES):,} | "
-            f"{r['small_messages']:,} | {pl:.2f} | {ps:.2f} | "
-            f"{pl / ps:.2f}× ({_ok(pl / ps <= PROCESS_RATIO)}) | {sl:.3f} | {ss:.3f} | "
-            f"{sl / ss:.2f}× ({_ok(sl / ss <= SQL_RATIO)}) | {r['statements'].get('large', 0)} | "
-            f"{r['statements'].get('small', 0)} | "
-            f"{_median(r['single_pass']['large']):.2f} | {_median(r['single_pass']['small']):.3f} |"
-        )
+        for indexes, m in r["indexes"].items():
+            pl, ps = _median(m["process"]["large"]), _median(m["process"]["small"])
+            sl, ss = _median(m["sql"]["large"]), _median(m["sql"]["small"])
+            lines.append(
+                f"| {r['dialect']} | {INDEX_SETS[indexes]} | {r['messages']:,} | "
+                f"{r.get('new', NEW_MESSAGES):,} | {r['small_messages']:,} | {pl:.2f} | {ps:.2f} | "
+                f"{pl / ps:.2f}× ({_ok(pl / ps <= PROCESS_RATIO)}) | {sl:.3f} | {ss:.3f} | "
+                f"{sl / ss:.2f}× ({_ok(sl / ss <= SQL_RATIO)}) | "
+                f"{m['statements'].get('large', 0)} | {m['statements'].get('small', 0)} | "
+                f"{_median(m['single_pass']['large']):.2f} | "
+                f"{_median(m['single_pass']['small']):.3f} |"
+            )
     lines += [
         "",
+        "The owner's three: "
+        + ", ".join(f"`{name}` on `{table}({column})`" for name, (table, column) in _owner())
+        + " (upstream creates none of them; kandev-dq never does). "
         "Query plans of one run on the large store: "
-        + ", ".join(f"`{r['plans']}`" for r in results)
+        + ", ".join(f"`{m['plans']}`" for r in results for m in r["indexes"].values())
         + ".",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _owner():
+    from kandev_dq.facts.window import OWNER_INDEXES
+
+    return OWNER_INDEXES.items()
 
 
 def _ok(flag: bool) -> str:

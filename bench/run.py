@@ -410,10 +410,10 @@ def live_main(args, argv: list[str] | None) -> int:
     )
     out = args.out if args.out is not None else HERE / "live.md"
     if out == HERE / "live.md":  # the committed table keeps its plans beside it
-        for r in results:
-            kept = HERE / "plans" / Path(r["plans"]).name
-            shutil.copyfile(args.work / "live" / r["plans"], kept)
-            r["plans"] = f"plans/{kept.name}"
+        for m in (m for r in results for m in r["indexes"].values()):
+            kept = HERE / "plans" / Path(m["plans"]).name
+            shutil.copyfile(args.work / "live" / m["plans"], kept)
+            m["plans"] = f"plans/{kept.name}"
     text = live.render(info, results)
     out.write_text(text)
     print(text)

@@ -260,14 +260,6 @@ def test_duplicated_keys_of_changed_rows_are_counted_over_the_table_each_key_onc
     assert "hold 6 rows" in result(nightly, UNIQUE).message
 
 
-#: Indexes a store's owner may add for frequent live runs (docs/interpretations.md).
-OWNER_INDEXES = {
-    "idx_messages_updated_at": "task_session_messages (updated_at)",
-    "idx_subagents_observed_at": "task_session_subagents (observed_at)",
-    "idx_subagents_updated_at": "task_session_subagents (updated_at)",
-}
-
-
 def test_with_indexes_on_updated_at_and_observed_at_the_window_is_one_range_each(
     activated, target, project
 ):
@@ -275,8 +267,8 @@ def test_with_indexes_on_updated_at_and_observed_at_the_window_is_one_range_each
     led by updated_at (no probe per session), the changed rows read through theirs, the
     verdict unchanged."""
     with target.engine.begin() as conn:
-        for name, columns in OWNER_INDEXES.items():
-            conn.exec_driver_sql(f"CREATE INDEX {name} ON {columns}")
+        for name, (table, column) in window_module.OWNER_INDEXES.items():
+            conn.exec_driver_sql(f"CREATE INDEX {name} ON {table} ({column})")
     live(project, target)
     activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
     report = live(project, target)

@@ -15,7 +15,13 @@ import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
 from kandev_dq.facts.shapes import ForeignKey, Index, SchemaFacts
-from kandev_dq.store.observe import EXECUTION_COLUMN, ForeignKeyShape, IndexShape, observe_subagents
+from kandev_dq.store.observe import (
+    EXECUTION_COLUMN,
+    ForeignKeyShape,
+    IndexShape,
+    observe_subagents,
+    schema_inspector,
+)
 
 
 def _fk(fk: ForeignKeyShape) -> ForeignKey:
@@ -33,7 +39,7 @@ def _index(index: IndexShape) -> Index:
 def schema_facts(conn: sa.Connection) -> SchemaFacts:
     """The observed shape, clause by clause (AC-17, AC-33 1–4, AC-33a, AC-16, no-FK columns)."""
     shape = observe_subagents(conn)
-    leftover = sa.inspect(conn).has_table(schema.REBUILD_TABLE)
+    leftover = schema_inspector(conn).has_table(schema.REBUILD_TABLE)
     facts: dict[str, Any] = {
         "table": schema.SUBAGENTS,
         "table_exists": shape.table_exists,

@@ -38,7 +38,7 @@ from kandev_dq.sql.dialect import (
 )
 from kandev_dq.sql.mapping import SUBAGENT_KIND
 from kandev_dq.sql.messages import stored_metadata
-from kandev_dq.store.observe import index_leading
+from kandev_dq.store.observe import index_leading, schema_inspector
 
 MESSAGES = task_session_messages.name
 #: Each read of a window, as its output names it.
@@ -118,6 +118,15 @@ class ChangedRows:
         return one_of(column, self.keys, "changed_rows")
 
 
+#: Indexes upstream does not create that a store's owner may add for a frequent ``live``:
+#: each read of a window is then one range, whatever the number of sessions and rows
+#: (name -> table, column; docs/interpretations.md). kandev-dq never creates them.
+OWNER_INDEXES = {
+    "idx_messages_updated_at": (MESSAGES, "updated_at"),
+    "idx_subagents_observed_at": (SUBAGENTS, "observed_at"),
+    "idx_subagents_updated_at": (SUBAGENTS, "updated_at"),
+}
+
 #: The changed rows of each snapshot (its transaction) and start: the table has no index on
 #: observed_at or updated_at, so the writer-health and row-rule families share ONE scan.
 _read_once: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -135,7 +144,10 @@ def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | Non
     if window.start in known:
         return known[window.start]
     by_rowid = store_traits(conn).rows_by_rowid
-    if by_rowid and sa.inspect(conn).get_table_options(SUBAGENTS).get("sqlite_with_rowid") is False:
+    if (
+        by_rowid
+        and schema_inspector(conn).get_table_options(SUBAGENTS).get("sqlite_with_rowid") is False
+    ):
         found = None
     else:
         r = subagents.c

@@ -19,7 +19,8 @@ unique index; both enforce the same thing, so both count. Partial unique indexes
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -248,12 +249,38 @@ def _is_partial(options: Mapping) -> bool:
     return any(key.endswith("_where") and value is not None for key, value in options.items())
 
 
+#: ``conn.info`` key present while a read-only snapshot lasts (:func:`snapshot_observed`):
+#: its one inspector, created at its first observation of the schema.
+_SNAPSHOT_INSPECTOR = "kandev_dq_snapshot_inspector"
+
+
+@contextmanager
+def snapshot_observed(conn: sa.Connection) -> Iterator[None]:
+    """While the block runs, ``conn`` is a read-only snapshot: every observation of its schema
+    shares one inspector, whose cache answers each question once (a live run asked the
+    catalogue for the same indexes nine times, some forty statements on PostgreSQL)."""
+    conn.info[_SNAPSHOT_INSPECTOR] = None
+    try:
+        yield
+    finally:
+        conn.info.pop(_SNAPSHOT_INSPECTOR, None)
+
+
+def schema_inspector(conn: sa.Connection | sa.Engine) -> sa.Inspector:
+    """The snapshot's inspector inside one; elsewhere (a migration's DDL) a fresh one."""
+    if isinstance(conn, sa.Connection) and _SNAPSHOT_INSPECTOR in conn.info:
+        if conn.info[_SNAPSHOT_INSPECTOR] is None:
+            conn.info[_SNAPSHOT_INSPECTOR] = sa.inspect(conn)
+        return conn.info[_SNAPSHOT_INSPECTOR]
+    return sa.inspect(conn)
+
+
 def observe_subagents(conn: sa.Connection | sa.Engine) -> SubagentsShape:
     """Observe ``task_session_subagents`` in the live schema (default schema / search_path)."""
     with warnings.catch_warnings():
         # SQLite's inspector warns about (and skips) expression indexes; none are expected here.
         warnings.simplefilter("ignore", sa.exc.SAWarning)
-        return _observe(sa.inspect(conn))
+        return _observe(schema_inspector(conn))
 
 
 def _observe(inspector: sa.Inspector) -> SubagentsShape:
@@ -303,7 +330,7 @@ def index_leading(conn: sa.Connection, table: str, columns: tuple[str, ...]) -> 
     read on those columns can use, observed in the live schema, never assumed."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", sa.exc.SAWarning)
-        inspector = sa.inspect(conn)
+        inspector = schema_inspector(conn)
         if not inspector.has_table(table):
             return None
         found = sorted(

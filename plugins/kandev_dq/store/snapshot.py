@@ -30,6 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
+from kandev_dq.store.observe import snapshot_observed
 from kandev_dq.store.sqlite_driver import tolerate_bad_utf8
 
 Facts = dict[str, Any]
@@ -84,7 +85,8 @@ def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
         conn = raw.execution_options(isolation_level="AUTOCOMMIT")
         begin_snapshot(conn)
         try:
-            yield conn
+            with snapshot_observed(conn):
+                yield conn
         finally:
             conn.exec_driver_sql("ROLLBACK")
 
