@@ -144,11 +144,17 @@ def table_names(engine: sa.Engine) -> set[str]:
     return set(sa.inspect(engine).get_table_names())
 
 
-def unconstrained_store(engine: sa.Engine) -> StoreBuilder:
-    """A store whose subagents table has neither its UNIQUE nor its FK: both constraints
-    bypassed, as a hostile or damaged store may have them."""
+def unconstrained_store(engine: sa.Engine, *, nullable: bool = False) -> StoreBuilder:
+    """A store whose subagents table has neither its UNIQUE nor its FK (both constraints
+    bypassed, as a hostile or damaged store may have them); with ``nullable``, no NOT NULL
+    either, but on the primary key."""
     columns = [
-        sa.Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable)
+        sa.Column(
+            c.name,
+            c.type,
+            primary_key=c.primary_key,
+            nullable=c.nullable or (nullable and not c.primary_key),
+        )
         for c in schema.subagents.c
     ]
     table = sa.Table(schema.SUBAGENTS, sa.MetaData(), *columns)

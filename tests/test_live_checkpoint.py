@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
+from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import Instant, parse_key
 from kandev_dq.errors import KandevDqError
 from kandev_dq.facts import window as window_module
@@ -258,6 +259,28 @@ def test_duplicated_keys_of_changed_rows_are_counted_over_the_table_each_key_onc
     nightly = run_check(project, target.url, "nightly")
     assert result(nightly, UNIQUE).observed_value == 3
     assert "hold 6 rows" in result(nightly, UNIQUE).message
+
+
+def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(target, project):
+    """AC-3 on a damaged table without NOT NULL: two changed rows sharing a tool_call_id and a
+    NULL execution id are one key holding two rows, NULLs compared equal as nightly compares
+    them."""
+    store = unconstrained_store(target.engine, nullable=True)
+    capture = datetime.now(UTC) - timedelta(hours=2)
+    store.keys(_rfc(capture), "", _rfc(capture))
+    session = store.session()
+    live(project, target)
+    now = datetime.now(UTC)
+    store.subagent_message(session, now, "toolu_null_twice")
+    for n in range(2):
+        store.subagent_row(session, "toolu_null_twice", now + timedelta(microseconds=n))
+    with target.engine.begin() as conn:
+        conn.execute(sa.update(schema.subagents).values(agent_execution_id=None))
+    report = live(project, target)
+    assert report.windows["live_rows"]["start"] is not None
+    for checked in (report, run_check(project, target.url, "nightly")):
+        unique = result(checked, UNIQUE)
+        assert unique.observed_value == 1 and "hold 2 rows" in unique.message, unique.message
 
 
 def test_with_indexes_on_updated_at_and_observed_at_the_window_is_one_range_each(

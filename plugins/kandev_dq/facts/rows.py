@@ -164,13 +164,23 @@ def _scanned(
     extra = [task_sessions.c.id.label("parent_session")]
     windowed = read is not None and not read.full
     if with_key_counts and windowed:
-        # Per changed row, through the key's leading column's index: a window over the whole
-        # table would sort every row.
+        # Per changed row, through an index on the key: a window over the whole table would
+        # sort every row. A key without a NULL part is one exact range of the key's UNIQUE
+        # index; one with a NULL part is compared as nightly's partition compares keys, NULLs
+        # equal (a test no index serves, for rows only a damaged store holds).
         same = subagents.alias("same_key")
-        same_key = [same.c[name].is_not_distinct_from(r[name]) for name in names]
-        same_key[0] = same.c[names[0]] == r[names[0]]
-        held = sa.select(sa.func.count()).select_from(same).where(*same_key)
-        extra.append(held.scalar_subquery().label("key_rows"))
+
+        def held(*where) -> sa.ScalarSelect:
+            return sa.select(sa.func.count()).select_from(same).where(*where).scalar_subquery()
+
+        key_rows = sa.case(
+            (
+                sa.or_(*(r[name].is_(None) for name in names)),
+                held(*(same.c[name].is_not_distinct_from(r[name]) for name in names)),
+            ),
+            else_=held(*(same.c[name] == r[name] for name in names)),
+        )
+        extra.append(key_rows.label("key_rows"))
         # Ranked among the changed rows (the statement's own rows, so a window function over
         # them): the listing names each key once, by its first one. Beside a window function
         # PostgreSQL counts each row's key once, where it re-ran the count at every reading.

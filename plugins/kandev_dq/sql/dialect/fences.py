@@ -82,7 +82,23 @@ def index_reads(conn: sa.Connection, *, small: bool = True) -> Iterator[None]:
     if not small or conn.dialect.name != "postgresql":
         yield
         return
-    previous = conn.exec_driver_sql("SELECT current_setting('enable_seqscan')").scalar_one()
-    conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+    previous = conn.execute(
+        sa.select(*(sa.func.current_setting(name) for name in _WHOLE_TABLE_PLANS))
+    ).one()
+    for name in _WHOLE_TABLE_PLANS:
+        conn.exec_driver_sql(f"SET LOCAL {name} = off")
     yield
-    conn.execute(sa.select(sa.func.set_config("enable_seqscan", previous, sa.true())))
+    conn.execute(
+        sa.select(
+            *(
+                sa.func.set_config(name, value, sa.true())
+                for name, value in zip(_WHOLE_TABLE_PLANS, previous, strict=True)
+            )
+        )
+    )
+
+
+#: What walks a whole table: a sequential scan, and a merge join, which read every session of
+#: the store in key order to join the window's rows to theirs (the index-only walk of
+#: task_sessions it then took grows with the store).
+_WHOLE_TABLE_PLANS = ("enable_seqscan", "enable_mergejoin")
