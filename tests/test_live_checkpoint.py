@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -281,6 +282,13 @@ def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(targe
     for checked in (report, run_check(project, target.url, "nightly")):
         unique = result(checked, UNIQUE)
         assert unique.observed_value == 1 and "hold 2 rows" in unique.message, unique.message
+
+
+def test_the_owners_indexes_are_documented_as_the_window_reads_them():
+    """docs/interpretations.md gives the owner the very statements the window reads by."""
+    text = (Path(__file__).parents[1] / "docs" / "interpretations.md").read_text()
+    for name, (table, column) in window_module.OWNER_INDEXES.items():
+        assert f"CREATE INDEX {name} ON {table} ({column});" in text
 
 
 def test_with_indexes_on_updated_at_and_observed_at_the_window_is_one_range_each(
