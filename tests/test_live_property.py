@@ -29,6 +29,7 @@ from kandev_dq.contract.tables import subagents, task_session_messages
 from kandev_dq.expectations.base import FACTS_FAMILIES
 from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
+from kandev_dq.facts.window import OWNER_INDEXES
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from kandev_dq.run.project import suite_plan
 from kandev_dq.sql.keys import read_keys
@@ -164,14 +165,20 @@ def _rfc(at) -> str:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(
-    steps=st.lists(st.tuples(step, st.integers(0, 7), st.integers(1, 90)), min_size=1, max_size=6)
+    steps=st.lists(st.tuples(step, st.integers(0, 7), st.integers(1, 90)), min_size=1, max_size=6),
+    owner_indexes=st.booleans(),
 )
-def test_live_reports_what_nightly_reports_on_what_changed(target, steps):
+def test_live_reports_what_nightly_reports_on_what_changed(target, steps, owner_indexes):
+    """With upstream's indexes, or the owner's three added (other reads, one verdict)."""
     with target.engine.begin() as conn:  # each example starts from an empty database
         tables = sa.MetaData()
         tables.reflect(conn)
         tables.drop_all(conn)
     traffic = Traffic(target.engine)
+    if owner_indexes:
+        with target.engine.begin() as conn:
+            for name, (table, column) in OWNER_INDEXES.items():
+                conn.exec_driver_sql(f"CREATE INDEX {name} ON {table} ({column})")
     watermark = None  # the previous live run's: none before the first
     for (kind, arg), pick, minutes in steps:
         traffic.now += timedelta(minutes=minutes)
@@ -188,7 +195,7 @@ def test_live_reports_what_nightly_reports_on_what_changed(target, steps):
             # AC-29's attribution is the table's, whatever the window holds.
             latest = health_facts(conn, window).get("latest_observed_at")
             nightly_latest = health_facts(conn).get("latest_observed_at")
-        where = f"after {kind} {arg} on {target.dialect}"
+        where = f"after {kind} {arg} on {target.dialect}, owner's indexes: {owner_indexes}"
         assert latest == nightly_latest, where
         assert live <= nightly, where
         reported = {name for name, _, _ in nightly}
