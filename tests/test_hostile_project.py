@@ -13,6 +13,7 @@ import sys
 import threading
 import urllib.parse
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from ruamel.yaml import YAML
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run import vetting
+from kandev_dq.run import gx_adapter, vetting
 from kandev_dq.run.project import PROJECT_FILE, refuse_project_code
 from tests.gxhelpers import REPO
 
@@ -234,6 +235,47 @@ def test_a_link_out_of_a_folder_kandev_dq_writes_is_refused(project, tmp_path, l
     path.unlink(missing_ok=True)
     path.symlink_to(victim if link == "uncommitted" else victim / "file")
     assert _refused(project).startswith(f"{project / PROJECT_FILE}: {entry}")
+
+
+def test_a_check_lists_the_folders_of_earlier_runs_pages_and_does_not_walk_them(project, tmp_path):
+    """A check writes its own run's pages only: a link in an earlier run's folder of pages is
+    refused by the whole vetting (``kandev-dq docs`` rewrites those pages) but not looked for
+    by a check's, whose cost must not grow with the runs kept; a run's folder that is itself a
+    link out (a prune removes pages in it) is refused by both."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    run_name = project / "uncommitted/data_docs/local_site/validations/live_rows/live@a"
+    earlier = run_name / "20261204T193100.123456Z"
+    earlier.mkdir(parents=True)
+    (earlier / "whole_table.html").symlink_to(victim / "file")
+    shown = earlier.relative_to(project) / "whole_table.html"
+    assert _refused(project).startswith(
+        f"{project / PROJECT_FILE}: uncommitted: {shown} is a link out"
+    )
+    refuse_project_code(project, own_run_only=True)
+    (earlier / "whole_table.html").unlink()
+    earlier.rmdir()
+    earlier.symlink_to(victim)
+    for own_run_only in (False, True):
+        with pytest.raises(KandevDqError, match=f"uncommitted: {earlier.relative_to(project)} is"):
+            refuse_project_code(project, own_run_only=own_run_only)
+    assert vetting.RUN_FOLDER.fullmatch(
+        datetime.now(UTC).strftime(gx_adapter.RUN_TIME_FORMAT)  # as GX names a run's folder
+    )
+
+
+def test_a_context_kandev_dq_loads_is_vetted_once(project, monkeypatch):
+    """GX's path vets a project when it builds the expectations store: a context kandev-dq
+    loads itself was vetted just before, and is not walked again."""
+    from kandev_dq.run import project as project_module
+
+    vetted = []
+    real = project_module.vet_project
+    monkeypatch.setattr(
+        project_module, "vet_project", lambda root, **kw: vetted.append(root) or real(root, **kw)
+    )
+    project_module.load_context(project)
+    assert len(vetted) == 1
 
 
 @pytest.mark.parametrize(

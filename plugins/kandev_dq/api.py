@@ -65,7 +65,9 @@ def check(
     keep_days = run_settings(keep_days, live=reads_live(checkpoint))
     project = Path(project) if project is not None else None
     # The store and the records database are read once here, and the run works on those.
-    vetted = inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
+    vetted = inputs.run_inputs(
+        project, store, checkpoint, allow_project_code, records, own_run_only=True
+    )
     folder = vetted.folder
     with loading_gx():
         from kandev_dq.run.check import run_check

@@ -148,6 +148,7 @@ def _run_with_records(
             project,
             store_url=store.display_url,
             allow_project_code=allow_project_code,
+            own_run_only=True,  # a check writes its own run's pages only
         )
         attach_records(context, records)
         if checkpoint not in {c.name for c in context.checkpoints.all()}:

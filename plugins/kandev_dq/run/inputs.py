@@ -37,12 +37,12 @@ def project_folder(project: Path | None) -> Path:
     return folder
 
 
-def project_as_data(folder: Path, allow_project_code: bool) -> Path:
+def project_as_data(folder: Path, allow_project_code: bool, *, own_run_only: bool = False) -> Path:
     """``folder``, once its files hold only what kandev-dq itself writes, unless the user
     opted in: refused before the store, the records database or GX is opened (docs/reliability.md,
-    3a)."""
+    3a). ``own_run_only``: for a check, which writes its own run's pages only."""
     if not allow_project_code:
-        refuse_project_code(folder)
+        refuse_project_code(folder, own_run_only=own_run_only)
     return folder
 
 
@@ -61,11 +61,14 @@ def run_inputs(
     checkpoint: str,
     allow_project_code: bool,
     records: str | StoreRef | None,
+    *,
+    own_run_only: bool = False,
 ) -> RunInputs:
     """A run's project folder, store and records database, once the folder (as data, unless
-    the user opted in), the checkpoint name, the store and the records database have been
-    vetted: bad input fails in well under a second."""
-    folder = project_as_data(project_folder(project), allow_project_code)
+    the user opted in; ``own_run_only`` for a check, :func:`project_as_data`), the checkpoint
+    name, the store and the records database have been vetted: bad input fails in well under
+    a second."""
+    folder = project_as_data(project_folder(project), allow_project_code, own_run_only=own_run_only)
     checkpoint_name(folder, checkpoint)
     ref = kandev_store(store)
     chosen = records_database(folder, records, allow_project_code, store=ref)

@@ -19,6 +19,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -154,6 +155,16 @@ def code_allowed(root: Path) -> bool:
     return project_code_allowed_by_environment() or root.resolve() in _trusted
 
 
+#: The project :func:`load_context` has vetted, while GX loads it.
+_loading: ContextVar[Path | None] = ContextVar("kandev_dq_loading", default=None)
+
+
+def vetted_while_loading(root: Path) -> bool:
+    """Whether GX is loading ``root`` for :func:`load_context`, which has just vetted it: GX's
+    path (:mod:`kandev_dq.run.suites_store`) need not vet it again."""
+    return _loading.get() == Path(root).resolve()
+
+
 class IncompleteSuiteError(KandevDqError):
     """A suite that loaded fewer expectations than it declares."""
 
@@ -172,18 +183,25 @@ def refuse_incomplete_suite(name: str, declared: list[str], loaded: list[str]) -
         )
 
 
-def refuse_project_code(root: Path) -> None:
+def refuse_project_code(root: Path, *, own_run_only: bool = False) -> None:
     """Refuse a project holding anything kandev-dq itself would not write: code of its own
     (a ``module_name``, a ``plugins_directory``), actions but the docs update, SQL of its own,
     ``${VAR}`` substitution, stores or docs outside its folder (docs/reliability.md, 3a).
 
     A project is data: checkouts written by others are checked with it. This reads its files
-    before GX does and imports nothing (:mod:`kandev_dq.run.vetting`).
+    before GX does and imports nothing (:mod:`kandev_dq.run.vetting`). ``own_run_only``: the
+    caller writes its own run's pages only (:func:`~kandev_dq.run.vetting.vet_project`).
     """
-    vet_project(root)
+    vet_project(root, own_run_only=own_run_only)
 
 
-def load_context(root: Path, store_url: str | None = None, *, allow_project_code: bool = False):
+def load_context(
+    root: Path,
+    store_url: str | None = None,
+    *,
+    allow_project_code: bool = False,
+    own_run_only: bool = False,
+):
     """A file context rooted at ``root``, with every kandev-dq expectation registered first.
 
     ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
@@ -193,15 +211,15 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
 
     Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
     project there), a project that names Python of its own unless the user opted in with
-    ``allow_project_code`` (:func:`refuse_project_code`), and a suite that loads fewer
-    expectations than its JSON holds (GX drops unknown expectation types and the checkpoint
-    would then pass on bad data).
+    ``allow_project_code`` (:func:`refuse_project_code`; ``own_run_only`` for a check), and a
+    suite that loads fewer expectations than its JSON holds (GX drops unknown expectation
+    types and the checkpoint would then pass on bad data).
     """
     root = Path(root)
     if not (root / PROJECT_FILE).is_file():
         raise KandevDqError(f"{root} is not a kandev-dq project: no {PROJECT_FILE} there")
     if not allow_project_code:
-        refuse_project_code(root)
+        refuse_project_code(root, own_run_only=own_run_only)
     else:
         trust_project_code(root)  # GX's path vets it again (kandev_dq.run.suites_store)
     import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
@@ -211,7 +229,11 @@ def load_context(root: Path, store_url: str | None = None, *, allow_project_code
     quiet_gx()
     import great_expectations as gx
 
-    context = _file_context(gx, root, store_url)
+    loading = _loading.set(root.resolve())
+    try:
+        context = _file_context(gx, root, store_url)
+    finally:
+        _loading.reset(loading)
     # Also for a project whose yml predates kandev-dq's own expectations store.
     for path in sorted((root / SUITE_DIR).glob("*.json")):
         declared = json.loads(path.read_text(encoding="utf-8")).get("expectations", [])

@@ -22,6 +22,8 @@ and one that names code of its own stops the context from loading, unless the us
 ``--allow-project-code`` on the CLI, ``allow_project_code=True`` in the Python API, or
 ``KANDEV_DQ_ALLOW_PROJECT_CODE=1`` in the environment of a scheduler running GX's API. (GX
 builds the stores in the yml's order: a store named before this one is built before the vetting.)
+A context kandev-dq loads itself (:func:`kandev_dq.run.project.load_context`) was vetted just
+before GX loads it, and is not walked twice.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ from great_expectations.data_context.store import expectations_store as gx_expec
 import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
 import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
 import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
-from kandev_dq.run.project import code_allowed, refuse_incomplete_suite, refuse_project_code
+from kandev_dq.run.project import (
+    code_allowed,
+    refuse_incomplete_suite,
+    refuse_project_code,
+    vetted_while_loading,
+)
 
 
 class ExpectationsStore(gx_expectations_store.ExpectationsStore):
@@ -49,7 +56,7 @@ class ExpectationsStore(gx_expectations_store.ExpectationsStore):
         data_context=None,
     ) -> None:
         root = (runtime_environment or {}).get("root_directory")
-        if root and not code_allowed(Path(root)):
+        if root and not (code_allowed(Path(root)) or vetted_while_loading(Path(root))):
             refuse_project_code(Path(root))
         super().__init__(
             store_backend=store_backend,

@@ -117,6 +117,9 @@ DECLARED_KWARGS: dict[str, frozenset[str]] = {
 }
 
 OPT_IN = "pass --allow-project-code to use it"
+#: A folder GX keeps one run's result pages in, named by its run time
+#: (:data:`kandev_dq.run.gx_adapter.RUN_TIME_FORMAT`).
+RUN_FOLDER = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
 #: GX's own folder in a project, where kandev-dq keeps the records database by default.
 UNCOMMITTED = "uncommitted"
 
@@ -133,8 +136,13 @@ def project_config(root: Path) -> Any:
     return _read(Path(root) / PROJECT_FILE, _yaml)
 
 
-def vet_project(root: Path) -> None:
-    """Refuse a project holding anything kandev-dq itself would not write (module docstring)."""
+def vet_project(root: Path, *, own_run_only: bool = False) -> None:
+    """Refuse a project holding anything kandev-dq itself would not write (module docstring).
+
+    ``own_run_only``: the caller writes the pages of its own run and never an earlier run's
+    (a check; the whole-site build rewrites them): the folders of earlier runs' pages are
+    listed, a link among them refused, but not walked into, so a check's cost does not grow
+    with the runs the data docs keep."""
     yml = Path(root) / PROJECT_FILE
     config = project_config(root)
     _refuse_foreign_modules(yml, config)
@@ -144,7 +152,7 @@ def vet_project(root: Path) -> None:
         _refuse_foreign_modules(checkpoint, document)
         _vet_checkpoint(checkpoint, document)
     _refuse_plugins(yml, config)
-    _vet_yml(yml, config)
+    _vet_yml(yml, config, own_run_only)
     for suite in _documents(yml, config, "expectations_store", SUITE_DIR, "suites"):
         _vet_suite(suite, _read(suite, json.loads))
     for definition in _documents(
@@ -279,7 +287,7 @@ def _list(file: Path, where: str, node: object) -> list:
 # --- great_expectations.yml ---------------------------------------------------------------------
 
 
-def _vet_yml(yml: Path, config: dict) -> None:
+def _vet_yml(yml: Path, config: dict, own_run_only: bool) -> None:
     results = config.get("validation_results_store_name", "validation_results_store")
     allowed = {(f"stores.{results}.store_backend.url", "${" + RECORDS_VARIABLE + "}")}
     sources = _mapping(yml, "fluent_datasources", config.get("fluent_datasources"))
@@ -302,7 +310,7 @@ def _vet_yml(yml: Path, config: dict) -> None:
     for where, folder in sorted(written.items(), key=lambda item: len(item[1].parts)):
         if any(folder.is_relative_to(outer) for outer in walked):
             continue  # inside a folder already walked (the data docs in uncommitted/)
-        _refuse_links_out(yml, where, folder, root)
+        _refuse_links_out(yml, where, folder, root, own_run_only)
         walked.append(folder)
     for where, mapping in _mappings(config):
         if "store_backend" in mapping:
@@ -321,9 +329,11 @@ def _inside(file: Path, where: str, value: object, root: Path) -> Path:
     return resolved
 
 
-def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path) -> None:
+def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path, own_run_only: bool) -> None:
     """A folder kandev-dq or GX writes into holds no symbolic link out of the project: a
-    checkout could link a page or the records database to a file of the user's."""
+    checkout could link a page or the records database to a file of the user's. With
+    ``own_run_only`` (:func:`vet_project`) an earlier run's folder of pages is not walked into:
+    nothing is written in it (a prune removes its pages, which never follows a link)."""
     if folder.is_symlink() and not folder.resolve().is_relative_to(root):
         refuse(
             yml, where, f"{one_line(folder.relative_to(root))} is a link out of the project folder"
@@ -342,7 +352,9 @@ def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path) -> None:
                 if not path.resolve().is_relative_to(root):
                     shown = one_line(path.relative_to(root))[:200]
                     refuse(yml, where, f"{shown} is a link out of the project folder")
-            elif entry.is_dir(follow_symlinks=False):
+            elif entry.is_dir(follow_symlinks=False) and not (
+                own_run_only and RUN_FOLDER.fullmatch(entry.name)
+            ):
                 pending.append(entry.path)
 
 

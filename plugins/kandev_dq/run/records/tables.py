@@ -85,6 +85,9 @@ results = sa.Table(
     # A run's results, and a suite's newest result, read through an index.
     sa.Index("kandev_dq_results_run", "run_name", "run_key"),
     sa.Index("kandev_dq_results_suite_run_key", "suite", "run_key"),
+    # A live suite's last watermark: its newest stored results, newest first, without
+    # sorting every result of the suite (kandev_dq.run.live_window).
+    sa.Index("kandev_dq_results_suite_stored", "suite", "stored_at", "id"),
 )
 imports = sa.Table(
     "kandev_dq_imports",
