@@ -32,6 +32,7 @@ from kandev_dq.facts.shapes import ChangeWindow, WindowFacts
 from kandev_dq.sql.dialect import (
     at_or_after,
     instant_param,
+    looked_up,
     may_hold_string,
     one_of,
     store_traits,
@@ -115,7 +116,7 @@ class ChangedRows:
 
     def holds(self, row: sa.Table) -> sa.ColumnElement[bool]:
         column = sa.literal_column(f"{row.name}.rowid") if self.by_rowid else row.c.id
-        return one_of(column, self.keys, "changed_rows")
+        return looked_up(column, self.keys, "changed_rows")
 
 
 #: Indexes upstream does not create that a store's owner may add for a frequent ``live``:

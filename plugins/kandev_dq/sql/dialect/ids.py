@@ -1,7 +1,8 @@
 """Id lists and id forms.
 
-* :func:`one_of` / :func:`excluded_ids` — a column is one of many ids, bound as ONE parameter
-  (a ``text[]`` on PostgreSQL, a JSON array on SQLite).
+* :func:`one_of` / :func:`looked_up` / :func:`excluded_ids` — a column is one of many ids,
+  bound as ONE parameter (a ``text[]`` on PostgreSQL, a JSON array on SQLite): as a filter,
+  or as the ids that drive the read.
 * :class:`canonical_uuid` — a text is a UUID in canonical 8-4-4-4-12 hex form, in any case.
 """
 
@@ -20,10 +21,18 @@ from sqlalchemy.types import TypeDecorator
 def one_of(column, ids: tuple[str, ...], name: str) -> ColumnElement:
     """``column`` is one of ``ids``, bound as ONE parameter ``name`` (a ``text[]`` on
     PostgreSQL, a JSON array on SQLite): a filter no join plan can repeat per row, whatever
-    the planner believes about either side's size. Both dialects read it as a set of values
-    (``IN (SELECT …)``), so thousands of ids are looked up by the column's index, one each,
-    rather than tested against every row of a scan."""
+    the planner believes about either side's size (PostgreSQL hashes the array; an index may
+    take it as its condition)."""
     return _IdIn(column, sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True))
+
+
+def looked_up(column, ids: tuple[str, ...], name: str) -> ColumnElement:
+    """:func:`one_of` for ids that drive the read: each one looked up by ``column``'s index
+    (``IN (SELECT unnest(…))``, a set PostgreSQL sizes exactly) rather than tested against the
+    rows of a walk of the table, which PostgreSQL chose for 5,000 changed rows' ids
+    (bench/live.md). Never as a filter beside another read path: a nested loop planned for one
+    row re-read the set once per row (41,000 times at 11M messages)."""
+    return _IdIn(column, sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True), drive=True)
 
 
 def excluded_ids(id_column, ids: tuple[str, ...]) -> ColumnElement:
@@ -58,22 +67,25 @@ class _IdIn(ColumnElement):
     # planner and scans the table rather than looking each id up.
     _is_implicitly_boolean = True
 
-    def __init__(self, column, param):
+    def __init__(self, column, param, *, drive: bool = False):
         self.column = column
         self.param = param
+        self.drive = drive
 
     _traverse_internals = [
         ("column", InternalTraversal.dp_clauseelement),
         ("param", InternalTraversal.dp_clauseelement),
+        ("drive", InternalTraversal.dp_boolean),
     ]
 
 
 @compiles(_IdIn, "postgresql")
 def _id_in_postgresql(element, compiler, **kw):
-    # Unnested, the ids are a relation PostgreSQL sizes exactly: a live window's 5,000 changed
-    # rows were an `= ANY` filter on a walk of a whole index (bench/live.md).
     col = compiler.process(element.column, **kw)
-    return f"({col} IN (SELECT unnest({compiler.process(element.param, **kw)})))"
+    param = compiler.process(element.param, **kw)
+    if element.drive:
+        return f"({col} IN (SELECT unnest({param})))"
+    return f"({col} = ANY ({param}))"
 
 
 @compiles(_IdIn, "sqlite")
