@@ -287,11 +287,13 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # The keys are counted apart, and only when some row shares its key: in the counting
     # statement their grouping ran a second time on every healthy table.
     held = facts["rules"]["duplicate_rows"]["count"]
-    if duplicated is None:
+    if not held:
+        keys = 0
+    elif duplicated is None:
         keys = int(counts["duplicated_keys"])
     else:
         keys = int(conn.execute(sa.select(sa.func.count()).select_from(duplicated)).scalar_one())
-    facts["rules"]["duplicate_rows"]["keys"] = keys if held else 0
+    facts["rules"]["duplicate_rows"]["keys"] = keys
     # The rule counts keys (AC-3): its listing is one row per duplicated key.
     shown = listed.c
     facts["rules"]["duplicate_rows"]["listing"] = listing_of(
