@@ -138,17 +138,20 @@ MAX_NAMED_ROWS = 50_000
 
 def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | None:
     """The subagent rows changed at/after ``window``'s start in ``conn``'s snapshot, read once
-    per snapshot; None where no row may be named by a key (a SQLite table without rowid) or
-    too many changed (:data:`MAX_NAMED_ROWS`)."""
+    per snapshot; None where no row may be named by a key (a SQLite table without rowid), where
+    the indexes read them better (:func:`_rows_indexed`) or too many changed
+    (:data:`MAX_NAMED_ROWS`)."""
     snapshot = conn.get_transaction()
     known = _read_once.get(snapshot, {}) if snapshot is not None else {}
     if window.start in known:
         return known[window.start]
     by_rowid = store_traits(conn).rows_by_rowid
-    if (
-        by_rowid
-        and schema_inspector(conn).get_table_options(SUBAGENTS).get("sqlite_with_rowid") is False
-    ):
+    if by_rowid:
+        options = schema_inspector(conn).get_table_options(SUBAGENTS)
+        unnamed = options.get("sqlite_with_rowid") is False
+    else:
+        unnamed = _rows_indexed(conn)
+    if unnamed:
         found = None
     else:
         r = subagents.c
@@ -176,6 +179,17 @@ def changed_rows(conn: sa.Connection, window: ChangeWindow) -> ChangedRows | Non
     if snapshot is not None:
         _read_once.setdefault(snapshot, {})[window.start] = found
     return found
+
+
+def _rows_indexed(conn: sa.Connection) -> bool:
+    """The subagent table has an index on observed_at and one on updated_at (an owner's,
+    :data:`OWNER_INDEXES`): on PostgreSQL each read of the changed rows is then their ranges,
+    a bitmap read in the table's order, where thousands of ids were looked up one by one
+    (bench/live.md). SQLite's rowids stay the faster read."""
+    return None not in (
+        index_leading(conn, SUBAGENTS, ("observed_at",)),
+        index_leading(conn, SUBAGENTS, ("updated_at",)),
+    )
 
 
 def _in_full(window: ChangeWindow) -> WindowRead:
