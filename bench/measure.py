@@ -182,7 +182,16 @@ def _plan_or_reason(conn: sa.Connection, explain, statement: str, parameters: An
         conn.exec_driver_sql("ROLLBACK TO SAVEPOINT kandev_dq_plan")
         plan = f"(no plan: {str(exc.orig).strip().splitlines()[0]})"
     conn.exec_driver_sql("RELEASE SAVEPOINT kandev_dq_plan")
-    return plan
+    return "\n".join(_cut(line) for line in plan.splitlines())
+
+
+#: A plan line's longest shown form: a window's bound ids (41,000 at 11M messages) are printed
+#: whole in the lines that filter by them, megabytes a reader does not need.
+PLAN_LINE_CHARS = 400
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= PLAN_LINE_CHARS else f"{line[:PLAN_LINE_CHARS]} …"
 
 
 def _sqlite_plan(conn: sa.Connection, statement: str, parameters: Any) -> str:

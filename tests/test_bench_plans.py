@@ -63,3 +63,11 @@ def test_the_floors_read_in_a_snapshot_of_their_own(pg_target):
             for name in ("transaction_read_only", "jit", "parallel_tuple_cost")
         }
     assert settings == {"transaction_read_only": "on", "jit": "off", "parallel_tuple_cost": "0.1"}
+
+
+def test_a_plan_line_holding_a_window_of_ids_is_cut():
+    """A line that prints thousands of bound ids whole is cut to PLAN_LINE_CHARS, marked."""
+    long = "Index Cond: (id = ANY ('{" + ",".join(["0" * 36] * 1000) + "}'))"
+    cut = measure._cut(long)
+    assert cut.endswith(" …") and len(cut) == measure.PLAN_LINE_CHARS + 2
+    assert measure._cut("Seq Scan on task_sessions") == "Seq Scan on task_sessions"
