@@ -207,13 +207,13 @@ INDEX_SETS = {UPSTREAM: "upstream's", OWNERS: "upstream's + the owner's three"}
 
 def _add_owner_indexes(store: Copy) -> None:
     """The indexes a store's owner may add for a frequent live run (``OWNER_INDEXES``)."""
-    from kandev_dq.facts.window import OWNER_INDEXES
+    from kandev_dq.facts.window import owner_index_statements
 
     engine = store.engine()
     try:
         with engine.begin() as conn:
-            for name, (table, column) in OWNER_INDEXES.items():
-                conn.exec_driver_sql(f"CREATE INDEX {name} ON {table} ({column})")
+            for statement in owner_index_statements():
+                conn.exec_driver_sql(statement)
     finally:
         engine.dispose()
     Stores.analyze(store)

@@ -29,7 +29,7 @@ from kandev_dq.contract.tables import subagents, task_session_messages
 from kandev_dq.expectations.base import FACTS_FAMILIES
 from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
-from kandev_dq.facts.window import OWNER_INDEXES
+from kandev_dq.facts.window import owner_index_statements
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
 from kandev_dq.run.project import suite_plan
 from kandev_dq.sql.keys import read_keys
@@ -177,8 +177,8 @@ def test_live_reports_what_nightly_reports_on_what_changed(target, steps, owner_
     traffic = Traffic(target.engine)
     if owner_indexes:
         with target.engine.begin() as conn:
-            for name, (table, column) in OWNER_INDEXES.items():
-                conn.exec_driver_sql(f"CREATE INDEX {name} ON {table} ({column})")
+            for statement in owner_index_statements():
+                conn.exec_driver_sql(statement)
     watermark = None  # the previous live run's: none before the first
     for (kind, arg), pick, minutes in steps:
         traffic.now += timedelta(minutes=minutes)

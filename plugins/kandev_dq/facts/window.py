@@ -128,6 +128,15 @@ OWNER_INDEXES = {
     "idx_subagents_updated_at": (SUBAGENTS, "updated_at"),
 }
 
+
+def owner_index_statements() -> list[str]:
+    """The statements creating :data:`OWNER_INDEXES`, as docs/interpretations.md gives them."""
+    return [
+        f"CREATE INDEX {name} ON {table} ({column})"
+        for name, (table, column) in OWNER_INDEXES.items()
+    ]
+
+
 #: The changed rows of each snapshot (its transaction) and start: the table has no index on
 #: observed_at or updated_at, so the writer-health and row-rule families share ONE scan.
 _read_once: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
