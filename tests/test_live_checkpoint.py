@@ -31,6 +31,7 @@ from kandev_dq.run.records import Records, records_url
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
+from kandev_dq.text import one_line
 from tests.gxhelpers import failed, result
 from tests.subagent_rows import unconstrained_store
 
@@ -282,6 +283,21 @@ def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(targe
     for checked in (report, run_check(project, target.url, "nightly")):
         unique = result(checked, UNIQUE)
         assert unique.observed_value == 1 and "hold 2 rows" in unique.message, unique.message
+
+
+def test_a_huge_index_name_is_shown_cut_and_escaped(activated, target, project):
+    """An index name is the store's: SQLite bounds none (PostgreSQL cuts it to 63 bytes), so
+    the output cuts it, and the text report escapes it as every store value."""
+    name = "idx_\x1b[31m" + "x" * 5000
+    with target.engine.begin() as conn:
+        conn.exec_driver_sql(f'CREATE INDEX "{name}" ON task_session_messages (updated_at)')
+    live(project, target)
+    report = live(project, target)
+    read = report.windows["live_writer_health"]["reads"]["messages updated in the window"]
+    assert read.startswith("index idx_") and len(read) < 200, len(read)
+    shown = [one_line(line) for line in window_lines(report)]
+    assert any("idx_\\x1b[31m" in line for line in shown), shown
+    assert not any("\x1b" in line for line in shown)
 
 
 def test_the_owners_indexes_are_documented_as_the_window_reads_them():

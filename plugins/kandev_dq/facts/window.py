@@ -348,9 +348,18 @@ def _candidate(m) -> sa.ColumnElement[bool]:
     return may_hold_string(stored_metadata(m), SUBAGENT_KIND)
 
 
+#: An index name as the output shows it, at most: the name is the store's, and SQLite bounds
+#: none (every display escapes it; this keeps a line a line).
+INDEX_NAME_CHARS = 120
+
+
+def _named(index: str) -> str:
+    return index if len(index) <= INDEX_NAME_CHARS else f"{index[:INDEX_NAME_CHARS]}…"
+
+
 def _served(index: str | None, how: str, columns: str) -> str:
     if index is not None:
-        return f"index {index}: {how}"
+        return f"index {_named(index)}: {how}"
     return f"scan: the store has no index on {columns}"
 
 
@@ -358,7 +367,7 @@ def _rows_served(conn: sa.Connection, rows: ChangedRows | None) -> str:
     observed = index_leading(conn, SUBAGENTS, ("observed_at",))
     updated = index_leading(conn, SUBAGENTS, ("updated_at",))
     if observed is not None and updated is not None:
-        served = f"indexes {observed} and {updated}, where the planner takes them"
+        served = f"indexes {_named(observed)} and {_named(updated)}, where the planner takes them"
     else:
         served = f"scan: {SUBAGENTS} has no index on observed_at and updated_at"
     if rows is None:

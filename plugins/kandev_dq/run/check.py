@@ -248,7 +248,8 @@ def live_windows(outcome) -> dict[str, dict[str, Any]]:
 
 
 def window_lines(report: CheckReport) -> list[str]:
-    """How each live suite's window reads in the text report (store values: none)."""
+    """How each live suite's window reads in the text report (the store's index names among
+    it, cut to a bounded length: the caller escapes the line)."""
     return [f"{suite} {window_text(window)}" for suite, window in report.windows.items()]
 
 
