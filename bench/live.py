@@ -2,17 +2,18 @@
 
 For each dialect:
 
-1. a generated store of ``SCALE`` units (400: 1.1M messages), migrated, with live traffic up to
-   the bench's clock (as :mod:`bench.run` builds its stores);
+1. a generated store of ``SCALE`` units (400: 1.1M messages), migrated as if an hour ago
+   (:data:`ACTIVATED_BEFORE`), with the live traffic of a store checked every few minutes:
+   ``10 × SCALE`` messages before the overlap (``KANDEV_DQ_LIVE_OVERLAP_MINUTES``) and the last
+   interval's :data:`NEW_MESSAGES` within it;
 2. a first ``check --checkpoint live`` on it (it reads everything since capture_since and records
    the watermark); the project, its records database included, is kept as it is then;
 3. :data:`NEW_MESSAGES` subagent messages appended after that run by a healthy writer;
 4. a *small* store holding only what the large store's next live run reads, its window: the
-   messages created at/after that run's start minus the overlap (``KANDEV_DQ_LIVE_OVERLAP_MINUTES``,
-   whose minutes hold the bench's earlier traffic too, as the store's history is minutes old)
-   and their context: their sessions and turns, the subagent rows of those sessions changed in
-   it, and the activation keys. So both runs read the same changes, and only the store's size
-   differs;
+   messages created at/after that run's start minus the overlap (the last interval's and the
+   new ones) and their context: their sessions and turns, the subagent rows of those sessions
+   changed in it, and the activation keys. So both runs read the same changes, and only the
+   store's size differs;
 5. ``--repeat`` rounds, alternating: ``check --checkpoint live`` as a whole process on the large
    store (from the kept project, so every round reads the same window) and on the small store
    (a fresh project: its first run reads everything since capture_since, the same messages);
@@ -149,12 +150,20 @@ def small_store(stores: Stores, large: Copy, dialect: str, since: datetime) -> t
 def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work: Path, repeat: int):
     _say(f"{dialect} scale {scale}: generating and migrating")
     large, summary = stores.generate(dialect, scale)
-    seconds, migration = measure.kandev_migrate(large)
+    with _activated_earlier(ACTIVATED_BEFORE):
+        seconds, migration = measure.kandev_migrate(large)
     if not migration.ok:
         raise SystemExit(f"migrate failed on the bench store:\n{migration.render()}")
+    # A store checked every few minutes: its live traffic so far lies before the overlap, but
+    # for the last interval's (as many messages as the next interval brings), within it.
+    overlap = timedelta(minutes=live_settings().overlap_minutes)
+    now = datetime.now(UTC)
     engine = large.engine()
     try:
-        sample.append_live_traffic(engine, count=10 * scale, seed=1, until=datetime.now(UTC))
+        sample.append_live_traffic(engine, count=10 * scale, seed=1, until=now - overlap)
+        sample.append_live_traffic(
+            engine, count=NEW_MESSAGES, seed=3, after=now - overlap / 4, until=datetime.now(UTC)
+        )
     finally:
         engine.dispose()
     stores.analyze(large)
@@ -177,13 +186,13 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     stores.analyze(large)
     # The next run's window starts the overlap before the first run began (a little earlier
     # than its watermark, so the small store holds at least what the window holds).
-    window_start = first_run_at - timedelta(minutes=live_settings().overlap_minutes)
+    window_start = first_run_at - overlap
     small, small_messages = small_store(stores, large, dialect, window_start)
 
     result: dict[str, Any] = {
         "dialect": dialect,
         "scale": scale,
-        "messages": summary.messages + 10 * scale + NEW_MESSAGES,
+        "messages": summary.messages + 10 * scale + 2 * NEW_MESSAGES,
         "new": NEW_MESSAGES,
         "small_messages": small_messages,
         "indexes": {},
@@ -198,6 +207,32 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     stores.drop(small)
     stores.drop(large)
     return result
+
+
+#: How long before the bench's first live run its store was activated (capture_since): time
+#: for the earlier live traffic to lie before the overlap, as in a store that has run a while.
+ACTIVATED_BEFORE = timedelta(hours=1)
+
+
+@contextmanager
+def _activated_earlier(shift: timedelta) -> Iterator[None]:
+    """The migration's clock (the keys it writes, AC-24) set ``shift`` back: the store was
+    activated that long ago; its history (days older) is backfilled all the same."""
+    from unittest import mock
+
+    from kandev_dq.contract.instants import Instant
+    from kandev_dq.migration import backfill, schema_steps
+
+    shift_ns = shift // timedelta(microseconds=1) * 1_000
+
+    def earlier() -> Instant:
+        return Instant.from_epoch_ns(time.time_ns() - shift_ns)
+
+    with (
+        mock.patch.object(backfill, "now_instant", earlier),
+        mock.patch.object(schema_steps, "now_instant", earlier),
+    ):
+        yield
 
 
 #: The index sets measured: upstream's, then with the owner's three added (file-name suffix).
@@ -315,8 +350,10 @@ def render(info: dict, results: list[dict]) -> str:
         f"A store of the given size, checked once with `live` (its watermark recorded), then "
         f"{NEW_MESSAGES:,} new subagent messages from a healthy writer; against it, a store "
         "holding only what the large store's next `live` run reads, its window (the changes "
-        "since that first run began, minus the overlap, whose minutes also hold the earlier "
-        "traffic of a store minutes old) with their context (sessions, turns, rows, keys), "
+        "since that first run began, minus the overlap, whose minutes hold the last "
+        f"interval's {NEW_MESSAGES:,} messages; the store's earlier live traffic, since its "
+        "activation an hour before, lies before them) with their context (sessions, turns, "
+        "rows, keys), "
         "checked with `live` for the first time: both runs read the same changes, only the "
         "store's size differs. Whole process = `kandev-dq check --checkpoint live` as a "
         "process; SQL = every statement sent to the store by one run in process. "
