@@ -144,10 +144,12 @@ def table_names(engine: sa.Engine) -> set[str]:
     return set(sa.inspect(engine).get_table_names())
 
 
-def unconstrained_store(engine: sa.Engine, *, nullable: bool = False) -> StoreBuilder:
+def unconstrained_store(
+    engine: sa.Engine, *, nullable: bool = False, unique: bool = False
+) -> StoreBuilder:
     """A store whose subagents table has neither its UNIQUE nor its FK (both constraints
     bypassed, as a hostile or damaged store may have them); with ``nullable``, no NOT NULL
-    either, but on the primary key."""
+    either, but on the primary key; with ``unique``, its UNIQUE all the same."""
     columns = [
         sa.Column(
             c.name,
@@ -157,7 +159,8 @@ def unconstrained_store(engine: sa.Engine, *, nullable: bool = False) -> StoreBu
         )
         for c in schema.subagents.c
     ]
-    table = sa.Table(schema.SUBAGENTS, sa.MetaData(), *columns)
+    kept = [sa.UniqueConstraint(*schema.AMENDED_UNIQUE)] if unique else []
+    table = sa.Table(schema.SUBAGENTS, sa.MetaData(), *columns, *kept)
     with engine.begin() as conn:
         schema.create_base_tables(conn)
         table.create(conn)

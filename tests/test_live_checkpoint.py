@@ -263,11 +263,12 @@ def test_duplicated_keys_of_changed_rows_are_counted_over_the_table_each_key_onc
     assert "hold 6 rows" in result(nightly, UNIQUE).message
 
 
-def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(target, project):
+@pytest.mark.parametrize("unique", [False, True], ids=["no-unique", "unique-over-nullable"])
+def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(target, project, unique):
     """AC-3 on a damaged table without NOT NULL: two changed rows sharing a tool_call_id and a
     NULL execution id are one key holding two rows, NULLs compared equal as nightly compares
-    them."""
-    store = unconstrained_store(target.engine, nullable=True)
+    them, whether or not a UNIQUE constraint stands over the key (it lets NULLs repeat)."""
+    store = unconstrained_store(target.engine, nullable=True, unique=unique)
     capture = datetime.now(UTC) - timedelta(hours=2)
     store.keys(_rfc(capture), "", _rfc(capture))
     session = store.session()
@@ -283,6 +284,31 @@ def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(targe
     for checked in (report, run_check(project, target.url, "nightly")):
         unique = result(checked, UNIQUE)
         assert unique.observed_value == 1 and "hold 2 rows" in unique.message, unique.message
+
+
+def test_a_key_the_store_keeps_unique_is_not_looked_up_again_per_changed_row(
+    activated, target, project
+):
+    """AC-3/AC-14: with the UNIQUE constraint over the NOT NULL key, no row can share a key,
+    so a window's changed rows are not each looked up by their key; the verdict is nightly's."""
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    activated.subagent_row(activated.main_session, "toolu_new", datetime.now(UTC))
+    sent: list[str] = []
+
+    def record(conn, cursor, statement, *_):
+        sent.append(statement)
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        report = live(project, target)
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+    assert report.windows["live_rows"]["start"] is not None
+    row_reads = [s for s in sent if "scanned" in s and "task_session_subagents" in s]
+    assert row_reads and not any("same_key" in s for s in row_reads), row_reads
+    for checked in (report, run_check(project, target.url, "nightly")):
+        assert result(checked, UNIQUE).success and result(checked, UNIQUE).observed_value == 0
 
 
 def test_a_huge_index_name_is_shown_cut_and_escaped(activated, target, project):

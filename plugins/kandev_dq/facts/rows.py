@@ -152,18 +152,28 @@ def _rules(amended: bool) -> dict[str, tuple[Predicate, tuple[str, ...]]]:
 
 
 def _scanned(
-    amended: bool, *, with_key_counts: bool, read: WindowRead | None = None, listing: bool = False
+    amended: bool,
+    *,
+    with_key_counts: bool,
+    read: WindowRead | None = None,
+    listing: bool = False,
+    key_kept_unique: bool = False,
 ) -> sa.Subquery:
     """The table as the rules read it: orphan marker, and (optionally) rows and rank per key.
     With a window ``read``, only the rows changed in it, each key counted over the table (in a
-    ``listing``, named by the window's start rather than by the rows read for it)."""
+    ``listing``, named by the window's start rather than by the rows read for it), unless the
+    store itself keeps the key unique (``key_kept_unique``): each key then holds its row alone."""
     r = subagents.c
     names = AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE
     key = [r[name] for name in names]
     columns = [col for col in subagents.c if amended or col.name != "agent_execution_id"]
     extra = [task_sessions.c.id.label("parent_session")]
     windowed = read is not None and not read.full
-    if with_key_counts and windowed:
+    if with_key_counts and windowed and key_kept_unique:
+        # A UNIQUE constraint over the NOT NULL key (AC-14): no row can share its key (AC-3),
+        # so a changed row's key is not looked up again, a random read per row on a large store.
+        extra += [sa.literal(1).label("key_rows"), sa.literal(1).label("key_rank")]
+    elif with_key_counts and windowed:
         # Per changed row, through an index on the key: a window over the whole table would
         # sort every row. A key without a NULL part is one exact range of the key's UNIQUE
         # index; one with a NULL part is compared as nightly's partition compares keys, NULLs
@@ -217,13 +227,14 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
         facts["window"] = read.facts
     windowed = read is not None and not read.full
     rules = _rules(amended)
-    scanned = _scanned(amended, with_key_counts=True, read=read)
+    kept = shape.keeps_unique(AMENDED_UNIQUE if amended else PRE_AMENDMENT_UNIQUE)
+    scanned = _scanned(amended, with_key_counts=True, read=read, key_kept_unique=kept)
     c = scanned.c
     # A window's changed rows are read once, their keys counted beside each of them: the
     # scan the table needs (no index on observed_at or updated_at) is then the only one.
     plain = scanned if windowed else _scanned(amended, with_key_counts=False, read=read)
     # What a listing states (the window by its start), where the counts read the rows by key.
-    listed = _scanned(amended, with_key_counts=True, read=read, listing=True)
+    listed = _scanned(amended, with_key_counts=True, read=read, listing=True, key_kept_unique=kept)
     listed_plain = listed if windowed else plain
 
     identity = [

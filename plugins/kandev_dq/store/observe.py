@@ -67,6 +67,7 @@ class SubagentsShape:
     execution_column_nullable: bool | None = None
     execution_column_default: str | None = None
     unique_constraints: tuple[tuple[str, ...], ...] = ()  #: sorted; each in declared order
+    required_columns: tuple[str, ...] = ()  #: sorted names of the NOT NULL columns
     indexes: tuple[IndexShape, ...] = ()  #: sorted; constraint-backing indexes excluded
     foreign_keys: tuple[ForeignKeyShape, ...] = ()  #: sorted
 
@@ -81,6 +82,14 @@ class SubagentsShape:
     def unique_keys(self) -> tuple[tuple[str, ...], ...]:
         """Every enforced uniqueness: constraints plus full unique indexes, ordered columns."""
         return tuple(sorted(set(self.unique_constraints) | set(self.unique_indexes.values())))
+
+    def keeps_unique(self, key: tuple[str, ...]) -> bool:
+        """The store itself keeps ``key`` unique: a UNIQUE constraint over exactly its columns,
+        each NOT NULL (a NULL part lets rows repeat a key). Unique indexes are left out: on
+        PostgreSQL an invalid one (a failed concurrent build) enforces nothing."""
+        return frozenset(key) in {frozenset(cols) for cols in self.unique_constraints} and set(
+            key
+        ) <= set(self.required_columns)
 
     @property
     def has_amended_unique(self) -> bool:
@@ -319,6 +328,7 @@ def _observe(inspector: sa.Inspector) -> SubagentsShape:
         execution_column_nullable=bool(execution["nullable"]) if execution else None,
         execution_column_default=str(default) if default is not None else None,
         unique_constraints=tuple(sorted(uniques)),
+        required_columns=tuple(sorted(name for name, c in columns.items() if not c["nullable"])),
         indexes=tuple(sorted(indexes)),
         foreign_keys=tuple(sorted(foreign_keys)),
     )
