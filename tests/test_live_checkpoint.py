@@ -204,6 +204,38 @@ def _window_plan(target, url: str) -> str:
         store.dispose()
 
 
+def test_the_changed_sessions_drive_the_read_of_their_messages(activated, target):
+    """AC-26 in a window: the ledger pairs the changed sessions' messages since capture_since,
+    each session one range of (task_session_id, created_at). On PostgreSQL the sessions read
+    first drive that read (a LATERAL read per session): as a filter on them it read the whole
+    created_at range since capture_since and tested each message."""
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_new")
+    store = open_store(target.url)
+    statements = []
+    sa.event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, sql, params, context, many: statements.append((sql, params)),
+    )
+    start = _rfc(datetime.now(UTC) - timedelta(minutes=10))
+    try:
+        with store.snapshot() as conn:
+            facts = health_facts(conn, ChangeWindow(start, "a window"))
+            sql, params = next(s for s in statements if "window_messages_docs" in s[0])
+            if target.dialect == "sqlite":
+                rows = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params).all()
+                plan = "\n".join(str(row[-1]) for row in rows)
+                driven = "idx_messages_session_created (task_session_id=? AND created_at>?)"
+            else:
+                conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
+                plan = "\n".join(r[0] for r in conn.exec_driver_sql(f"EXPLAIN {sql}", params))
+                driven = "task_session_id = window_messages_docs_sessions.id"
+    finally:
+        store.dispose()
+    assert driven in plan, plan
+    assert facts["shortfall"]["count"] == 1, facts["shortfall"]
+
+
 def test_the_window_reads_through_the_message_indexes_where_the_store_has_them(activated, target):
     """Messages created in the window: a range of idx_messages_created_at; updated in it: a
     range of idx_messages_session_updated per session; never a scan of the messages. (Which

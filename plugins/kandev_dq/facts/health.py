@@ -235,7 +235,15 @@ def _ledger(
         assert read is not None
         return read.in_sessions(column, listing=listing)
 
-    sm = subagent_messages("window_messages", since=bound, within=within if windowed else None)
+    # PostgreSQL's changed sessions, read first, drive the messages' read (a range of each):
+    # as a filter it read every message since ``bound`` (AC-26's pairing reaches back to it).
+    driving = read.session_ids if windowed and not listing else None
+    sm = subagent_messages(
+        "window_messages",
+        since=bound,
+        within=within if windowed and driving is None else None,
+        sessions=driving,
+    )
     messages = sa.select(
         sm.c.task_session_id,
         sm.c.tool_call_id,

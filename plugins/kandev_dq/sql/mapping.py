@@ -33,6 +33,7 @@ from kandev_dq.sql.dialect import (
     at_or_after,
     before,
     computed_once,
+    driving_ids,
     exact_walk_needed,
     json_filled_text,
     json_flag,
@@ -93,6 +94,7 @@ def message_documents(
     extra: tuple = (),
     candidates_only: bool = False,
     within: Callable[[sa.ColumnElement], sa.ColumnElement[bool]] | None = None,
+    sessions: tuple[str, ...] | None = None,
 ) -> sa.Subquery:
     """Every message with its metadata read once as a document ``doc`` (AC-23b), fenced (see
     the module's note on the optimisation fence).
@@ -104,7 +106,9 @@ def message_documents(
     others are never parsed, nor passed on (by PostgreSQL's parallel workers, among others).
     ``within`` (a test of the session id, such as membership in a set of sessions) reads only
     those sessions' messages: each session one range of the ``(task_session_id, created_at)``
-    index.
+    index. ``sessions`` (PostgreSQL: session ids read first) does so by joining a LATERAL read
+    to them, so that each one drives its range: a filter on them let PostgreSQL read the whole
+    ``created_at`` range since ``since`` and test each message against them.
     """
     m = schema.task_session_messages
     # Every reader keeps the subagent messages only: the others need not be parsed.
@@ -127,10 +131,12 @@ def message_documents(
         read = read.where(within(m.c.task_session_id))
     if since is not None:
         read = read.where(at_or_after(m.c.created_at, since))
-    if candidates_only:
-        read = read.where(may_hold_string(stored, SUBAGENT_KIND))
-        return read.subquery(name)
-    return fenced(read).subquery(name)
+    read = read.where(may_hold_string(stored, SUBAGENT_KIND)) if candidates_only else fenced(read)
+    if sessions is not None:
+        driver = driving_ids(sessions, f"{name}_sessions")
+        per_session = read.where(m.c.task_session_id == driver.c.id).lateral(f"{name}_read")
+        read = sa.select(*per_session.c).select_from(driver.join(per_session, sa.true()))
+    return read.subquery(name)
 
 
 def is_subagent(doc, stored) -> sa.ColumnElement[bool]:
@@ -177,6 +183,7 @@ def subagent_messages(
     only: tuple[str, ...] | None = None,
     reads_most_fields: bool = False,
     within: Callable[[sa.ColumnElement], sa.ColumnElement[bool]] | None = None,
+    sessions: tuple[str, ...] | None = None,
 ) -> sa.Subquery:
     """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b), every
     text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``
@@ -186,9 +193,11 @@ def subagent_messages(
     caller reading most fields sets ``reads_most_fields``: each message's names are then tested
     once, in a one-row table joined to it (:func:`~kandev_dq.sql.dialect.once_per_row`), which
     costs a little even when no field is read, and keeps the subquery from being flattened into
-    the right side of a LEFT JOIN. ``within`` reads only some sessions' messages (see
-    :func:`message_documents`)."""
-    docs = message_documents(f"{name}_docs", since=since, candidates_only=True, within=within)
+    the right side of a LEFT JOIN. ``within`` or ``sessions`` reads only some sessions'
+    messages (see :func:`message_documents`)."""
+    docs = message_documents(
+        f"{name}_docs", since=since, candidates_only=True, within=within, sessions=sessions
+    )
     doc, stored = docs.c.doc, docs.c.metadata
     names = [column for column, _, _ in _FIELD_READS if only is None or column in only]
     fields, walk = metadata_fields(doc, stored, names, f"{name}_walk", reads_most_fields)

@@ -15,7 +15,7 @@ dialect; the pieces both dialects share never ask which dialect they write for.
 """
 
 from kandev_dq.sql.dialect.fences import computed_once, index_reads, once_per_row
-from kandev_dq.sql.dialect.ids import canonical_uuid, looked_up, one_of
+from kandev_dq.sql.dialect.ids import canonical_uuid, driving_ids, looked_up, one_of
 from kandev_dq.sql.dialect.instants import (
     InstantParam,
     at_or_after,
@@ -69,6 +69,7 @@ __all__ = [
     "metadata_too_deep",
     "once_per_row",
     "looked_up",
+    "driving_ids",
     "one_of",
     "recognised_utc_text",
     "repeated_member",

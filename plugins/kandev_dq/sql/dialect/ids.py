@@ -2,7 +2,8 @@
 
 * :func:`one_of` / :func:`looked_up` / :func:`excluded_ids` — a column is one of many ids,
   bound as ONE parameter (a ``text[]`` on PostgreSQL, a JSON array on SQLite): as a filter,
-  or as the ids that drive the read.
+  or as the ids that drive the read; :func:`driving_ids`, the ids as a table to join a
+  LATERAL read to (PostgreSQL).
 * :class:`canonical_uuid` — a text is a UUID in canonical 8-4-4-4-12 hex form, in any case.
 """
 
@@ -33,6 +34,15 @@ def looked_up(column, ids: tuple[str, ...], name: str) -> ColumnElement:
     (bench/live.md). Never as a filter beside another read path: a nested loop planned for one
     row re-read the set once per row (41,000 times at 11M messages)."""
     return _IdIn(column, sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True), drive=True)
+
+
+def driving_ids(ids: tuple[str, ...], name: str) -> sa.TableValuedAlias:
+    """``ids`` as a table of one column ``id`` (``unnest`` of ONE ``text[]`` parameter, on
+    PostgreSQL alone), to join a LATERAL read to: each id then drives its own index range, the
+    only plan such a join has, where a filter on the ids left the planner free to read a whole
+    range of another index and test each row against them (bench/live.md)."""
+    param = sa.bindparam(name, list(ids), type_=_ID_ARRAY, unique=True)
+    return sa.func.unnest(param).table_valued("id").render_derived(name=name)
 
 
 def excluded_ids(id_column, ids: tuple[str, ...]) -> ColumnElement:
