@@ -157,9 +157,13 @@ def test_scenarios_build_names_a_postgres_store_without_its_user(pg_target):
     assert "into postgresql://" in done.stdout and "@" not in done.stdout, done.stdout
 
 
-def test_shell_completion_installs_and_completes(tmp_path):
+def test_shell_completion_installs_and_completes(tmp_path, monkeypatch):
     """typer's completion: `--install-completion bash` writes the script, and the script's
-    callback completes a command name."""
+    callback completes a command name. (typer finds the shell among the process's ancestors:
+    a run under cron, an IDE or a detached job has none, so the user's bash is given.)"""
+    import shellingham
+
+    monkeypatch.setattr(shellingham, "detect_shell", lambda *_, **__: ("bash", "/bin/bash"))
     runner = CliRunner()
     done = runner.invoke(
         cli.app,
