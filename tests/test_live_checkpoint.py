@@ -159,6 +159,7 @@ def test_without_the_indexes_it_reads_by_scans_says_so_and_judges_alike(activate
         "scan: the store has no index on updated_at or (task_session_id, updated_at)"
     )
     assert reads["subagent rows changed in the window"].startswith("scan:")
+    assert reads[window_module.MISSING] == ", ".join(window_module.OWNER_INDEXES)
     assert failed(report) == {SHORTFALL: "error"}
 
 
@@ -168,6 +169,12 @@ def test_with_the_indexes_the_output_names_them(activated, target, project):
     reads = report.windows["live_writer_health"]["reads"]
     assert reads["messages created in the window"].startswith("index idx_messages_created_at")
     assert reads["messages updated in the window"].startswith("index idx_messages_session_updated")
+    # Upstream's indexes serve the window by a probe per session and a scan: the output names
+    # the owner's indexes that would make each one range, on the rows' suite too.
+    assert reads[window_module.MISSING] == ", ".join(window_module.OWNER_INDEXES)
+    assert report.windows["live_rows"]["reads"][window_module.MISSING] == (
+        "idx_subagents_observed_at, idx_subagents_updated_at"
+    )
     payload = json.loads(json.dumps(report.to_json(), default=str))
     assert payload["windows"]["live_rows"]["reads"]
     # The data docs say it under each live rule's finding, as the text report's last lines do.
@@ -176,6 +183,7 @@ def test_with_the_indexes_the_output_names_them(activated, target, project):
     assert len(health) == 2, health
     assert "first live run of live_writer_health" in health[0].read_text()
     assert "index idx_messages_session_updated" in health[1].read_text()
+    assert "idx_subagents_observed_at, idx_subagents_updated_at" in health[1].read_text()
     assert any(line.startswith("live_writer_health read from ") for line in window_lines(report))
 
 
@@ -367,6 +375,8 @@ def test_with_indexes_on_updated_at_and_observed_at_the_window_is_one_range_each
     assert reads["subagent rows changed in the window"].startswith(
         "indexes idx_subagents_observed_at and idx_subagents_updated_at"
     )
+    assert window_module.MISSING not in reads
+    assert window_module.MISSING not in report.windows["live_rows"]["reads"]
     assert failed(report) == {SHORTFALL: "error"}
     plan = _window_plan(target, target.url)
     assert "idx_messages_updated_at" in plan, plan

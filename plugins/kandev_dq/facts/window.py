@@ -11,7 +11,8 @@ Each read uses an index where the store has one, observed in its live schema
 are a range of ``idx_messages_created_at``; messages updated in it a range of
 ``idx_messages_session_updated`` per session (upstream creates both), or one range of an index
 led by ``updated_at`` where the store's owner added one. Without one, the read is
-a scan, and :attr:`WindowRead.facts` says so, as it says how every other read was served;
+a scan, and :attr:`WindowRead.facts` says so (naming the owner's index that would serve it,
+:data:`OWNER_INDEXES`), as it says how every other read was served;
 ``task_session_subagents`` has no index on ``observed_at`` or ``updated_at`` upstream, so its
 changed rows are read by a scan (or by both indexes, where added): ONE per snapshot
 (:func:`changed_rows`), shared by the writer-health ledger and the row rules, which then name
@@ -47,6 +48,8 @@ CREATED = "messages created in the window"
 UPDATED = "messages updated in the window"
 ROWS = "subagent rows changed in the window"
 SESSIONS = "the changed sessions' messages and rows"
+#: The indexes of :data:`OWNER_INDEXES` the store lacks, where a read of the window needs one.
+MISSING = "indexes an owner may add for one range each (docs/interpretations.md)"
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,18 @@ def _rows_indexed(conn: sa.Connection) -> bool:
     )
 
 
+def _missing(conn: sa.Connection, tables: tuple[str, ...]) -> dict[str, str]:
+    """The read naming what :data:`OWNER_INDEXES` on ``tables`` the store lacks (no index led
+    by the column, whatever its name): each read it serves now probes or scans, growing with
+    the store. Nothing where none is lacking."""
+    lacking = [
+        name
+        for name, (table, column) in OWNER_INDEXES.items()
+        if table in tables and index_leading(conn, table, (column,)) is None
+    ]
+    return {MISSING: ", ".join(lacking)} if lacking else {}
+
+
 def _in_full(window: ChangeWindow) -> WindowRead:
     facts: WindowFacts = {
         "start": None,
@@ -227,6 +242,7 @@ def read_changed_rows(conn: sa.Connection, window: ChangeWindow | None) -> Windo
     reads = {
         ROWS: _rows_served(conn, rows),
         "each changed row's key and session": _served(by_key, "per row", "task_session_id"),
+        **_missing(conn, (SUBAGENTS,)),
     }
     facts: WindowFacts = {
         "start": window.start,
@@ -308,6 +324,7 @@ def read_window(
             ),
         ]
     )
+    reads.update(_missing(conn, (MESSAGES, SUBAGENTS) if with_rows else (MESSAGES,)))
     facts: WindowFacts = {
         "start": window.start,
         "full": False,
