@@ -13,9 +13,7 @@ or a counted row missing from the listing, shows here.
 from __future__ import annotations
 
 import json
-import sqlite3
 
-import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -26,6 +24,7 @@ from kandev_dq.run.project import CHECKPOINTS, SUITES
 from kandev_dq.sql.listing import REASON
 from kandev_dq.sql.messages import SAMPLE_LIMIT
 from tests.conftest import IN_CI
+from tests.pasted import read_only_rows
 
 #: Columns naming an item a rule counts: what a listing and its rule's sample are matched on.
 IDENTITY = (
@@ -90,27 +89,6 @@ def _emitted(target: str) -> list[tuple[str, int, list[dict], str]]:
     return emitted
 
 
-def _read_only_rows(target: str, dialect: str, query: str) -> list[dict]:
-    """The query's rows, run as text on a connection that cannot write."""
-    if dialect == "sqlite":
-        conn = sqlite3.connect(f"file:{target}?mode=ro", uri=True)
-        try:
-            cursor = conn.execute(query)
-            names = [d[0] for d in cursor.description]
-            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        finally:
-            conn.close()
-    url = make_url(target)
-    conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo) as conn:
-        conn.execute("SET TRANSACTION READ ONLY")
-        cursor = conn.execute(query)
-        names = [d.name for d in cursor.description]
-        rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-        conn.rollback()
-        return rows
-
-
 def _keys(rows: list[dict], columns: list[str]) -> set[tuple]:
     return {tuple(str(row[c]) for c in columns) for row in rows}
 
@@ -119,7 +97,7 @@ def _check(target: str, dialect: str) -> list[str]:
     emitted = _emitted(target)
     for name, count, sample, query in emitted:
         assert query.rstrip().endswith(";") and "?" not in query.split("'")[0], name
-        listed = _read_only_rows(target, dialect, query)
+        listed = read_only_rows(target, dialect, query)
         assert len(listed) == count, f"{name}: {len(listed)} rows listed, {count} counted"
         assert all(row[REASON] for row in listed), name
         common = [c for c in IDENTITY if sample and c in sample[0] and listed and c in listed[0]]
@@ -173,7 +151,7 @@ def test_the_json_report_the_data_docs_and_the_audit_carry_each_query(target, pr
     block = script.split("-- expect_no_orphan_subagent_rows [AC-16]", 1)[1]
     pasted = block.split("\n", 2)[2].split(";\n", 1)[0] + ";"
     assert pasted == orphans.query
-    listed = _read_only_rows(target.url, target.dialect, pasted)
+    listed = read_only_rows(target.url, target.dialect, pasted)
     assert len(listed) == orphans.unexpected_count
 
     site = tmp_path / "audit" / "data_docs"
@@ -264,7 +242,7 @@ def test_queries_holding_percent_quotes_and_backslashes_run_as_printed(target):
         "expect_no_writer_shortfall_since_capture_since",
     } <= names
     for name, count, _sample, query in emitted:
-        assert len(_read_only_rows(target.url, target.dialect, query)) == count, name
+        assert len(read_only_rows(target.url, target.dialect, query)) == count, name
         pasted = _pasted(target, query)
         assert pasted in (None, count), f"{name}: {pasted} rows pasted, {count} counted"
     if target.dialect == "postgresql":  # the ids located as unreadable are inlined there

@@ -33,6 +33,7 @@ from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
 from kandev_dq.text import one_line
 from tests.gxhelpers import failed, result
+from tests.pasted import read_only_rows
 from tests.subagent_rows import unconstrained_store
 
 SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
@@ -106,6 +107,30 @@ def test_first_run_reads_in_full_the_next_the_window_and_a_long_gap_in_full_agai
     for window in third.windows.values():
         assert window["start"] is None and "more than 0.0001 h" in window["reason"]
     assert failed(third) == {ZERO: "error", NEGATIVE: "error"}
+
+
+def test_each_live_finding_query_lists_what_its_window_counted(activated, target, project):
+    """A live finding's query, pasted as printed, lists exactly what the window counted (AC-19),
+    on both dialects: the changed items, not the faults before the window that nightly counts,
+    with ids holding ``%``, quotes, backslashes and ``$$``."""
+    live(project, target)
+    now, session = datetime.now(UTC), activated.main_session
+    activated.subagent_message(session, now, "toolu_missed_100%_'q'")  # AC-26 shortfall
+    activated.subagent_message(session, now, "toolu_zero_$$")
+    activated.subagent_row(session, "toolu_zero_$$", now, total_tokens=0)  # AC-7a
+    activated.subagent_row(session, "toolu_excess\\%s", now, tool_use_count=-1)  # AC-27, AC-9
+    old = activated.capture + timedelta(minutes=3)  # before the window: nightly's alone
+    activated.subagent_message(session, old, "toolu_old_negative")
+    activated.subagent_row(session, "toolu_old_negative", old, tool_use_count=-1)
+
+    report = live(project, target)
+    listed = {r.expectation: r for r in report.results if not r.success and r.query}
+    assert {SHORTFALL, ZERO, NEGATIVE} <= set(listed), failed(report)
+    assert result(run_check(project, target.url, "nightly"), NEGATIVE).unexpected_count == 2
+    for name, finding in listed.items():
+        rows = read_only_rows(target.url, target.dialect, finding.query)
+        assert len(rows) == finding.unexpected_count, (name, rows)
+    assert listed[NEGATIVE].unexpected_count == 1
 
 
 def test_a_writer_that_stops_is_reported_by_the_next_live_run(activated, target, project):
