@@ -311,12 +311,14 @@ def test_duplicated_keys_of_changed_rows_are_counted_over_the_table_each_key_onc
     assert "hold 6 rows" in result(nightly, UNIQUE).message
 
 
-@pytest.mark.parametrize("unique", [False, True], ids=["no-unique", "unique-over-nullable"])
-def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(target, project, unique):
+@pytest.mark.parametrize("constrained", [False, True], ids=["no-unique", "unique-over-nullable"])
+def test_a_duplicated_key_with_a_null_part_counts_its_rows_as_nightly_does(
+    target, project, constrained
+):
     """AC-3 on a damaged table without NOT NULL: two changed rows sharing a tool_call_id and a
     NULL execution id are one key holding two rows, NULLs compared equal as nightly compares
     them, whether or not a UNIQUE constraint stands over the key (it lets NULLs repeat)."""
-    store = unconstrained_store(target.engine, nullable=True, unique=unique)
+    store = unconstrained_store(target.engine, nullable=True, unique=constrained)
     capture = datetime.now(UTC) - timedelta(hours=2)
     store.keys(_rfc(capture), "", _rfc(capture))
     session = store.session()
