@@ -22,8 +22,9 @@ from kandev_dq.migration import runner as migrate
 from kandev_dq.migration.runner import Status
 from kandev_dq.store.access import open_store
 from tests.gxhelpers import check, failed, result
+from tests.pasted import read_only_rows
 from tests.subagent_rows import subagent_rows
-from tests.test_finding_queries import _emitted, _read_only_rows
+from tests.test_finding_queries import _emitted
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"  # == T0
 EXECUTION = "2026-07-30T01:39:37.000001Z"
@@ -125,7 +126,7 @@ def test_integer_and_real_metadata_are_named(sqlite_target):
     emitted = {name: (count, query) for name, count, _s, query in _emitted(sqlite_target.url)}
     count, query = emitted[METADATA]
     assert count == 2
-    listed = _read_only_rows(sqlite_target.url, "sqlite", query)
+    listed = read_only_rows(sqlite_target.url, "sqlite", query)
     assert sorted(row["id"] for row in listed) == ["m-integer", "m-real"]
     assert SHORTFALL not in emitted  # numbers have no kind: no subagent message among them
 
@@ -166,9 +167,9 @@ def test_the_listing_of_bytes_metadata_returns_exactly_the_counted_rows(target):
     assert (METADATA in emitted) is (target.dialect == "sqlite")
     assert emitted[SHORTFALL][0] == 1
     for name, (count, query) in emitted.items():
-        assert len(_read_only_rows(target.url, target.dialect, query)) == count, name
+        assert len(read_only_rows(target.url, target.dialect, query)) == count, name
     if target.dialect == "sqlite":
-        listed = _read_only_rows(target.url, "sqlite", emitted[METADATA][1])
+        listed = read_only_rows(target.url, "sqlite", emitted[METADATA][1])
         assert [(row["id"], row["stored_type"]) for row in listed] == [("m-missed", "blob")]
 
 
