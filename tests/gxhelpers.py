@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -126,3 +128,45 @@ def in_a_fresh_interpreter(script: str, cwd, stdin: str | None = None, env=None)
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stdout
+
+
+#: Runs each job's checkpoint through GX's API alone; prints one JSON outcome per job.
+NATIVE_RUN = r"""
+import json, os, sys
+assert "kandev_dq" not in sys.modules
+import great_expectations as gx
+def raised(info):  # GX's flat form, or its form per metric
+    nested = [v for v in info.values() if isinstance(v, dict)]
+    return bool(info.get("raised_exception")) or any(v.get("raised_exception") for v in nested)
+outcomes = []
+for job in json.load(sys.stdin):
+    os.environ["KANDEV_STORE_URL"] = job["url"]
+    try:
+        context = gx.get_context(mode="file", context_root_dir=job["project"])
+        assert "kandev_dq" in sys.modules, "the project's context did not load kandev-dq"
+        result = context.checkpoints.get(job["checkpoint"]).run()
+    except Exception as exc:
+        outcomes.append({"raised": type(exc).__name__, "message": str(exc)})
+        continue
+    outcomes.append({
+        "success": result.success,
+        "results": [
+            {
+                "suite": v.suite_name,
+                "expectation": r.expectation_config.type,
+                "severity": r.expectation_config.severity.value,
+                "success": r.success,
+                "error": raised(r.exception_info or {}),
+            }
+            for v in result.run_results.values() for r in v.results
+        ],
+    })
+print(json.dumps(outcomes))
+"""
+
+
+def native_runs(jobs: list[dict], cwd: Path, settings: dict | None = None) -> list[dict]:
+    """Each ``{"project", "url", "checkpoint"}`` run through GX's API in one new interpreter
+    (the process environment holds no kandev-dq setting but the store's URL and ``settings``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_")} | (settings or {})
+    return json.loads(in_a_fresh_interpreter(NATIVE_RUN, cwd, json.dumps(jobs), env))

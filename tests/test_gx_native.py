@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import uuid
 from pathlib import Path
@@ -24,48 +23,7 @@ from kandev_dq.lab import scenarios
 from kandev_dq.lab.scenarios.running import apply_between_runs, materialise, private_project
 from kandev_dq.run.check import run_check
 from kandev_dq.run.project import CHECKPOINTS
-from tests.gxhelpers import in_a_fresh_interpreter
-
-#: Runs each job's checkpoint through GX's API alone; prints one JSON outcome per job.
-NATIVE_RUN = r"""
-import json, os, sys
-assert "kandev_dq" not in sys.modules
-import great_expectations as gx
-def raised(info):  # GX's flat form, or its form per metric
-    nested = [v for v in info.values() if isinstance(v, dict)]
-    return bool(info.get("raised_exception")) or any(v.get("raised_exception") for v in nested)
-outcomes = []
-for job in json.load(sys.stdin):
-    os.environ["KANDEV_STORE_URL"] = job["url"]
-    try:
-        context = gx.get_context(mode="file", context_root_dir=job["project"])
-        assert "kandev_dq" in sys.modules, "the project's context did not load kandev-dq"
-        result = context.checkpoints.get(job["checkpoint"]).run()
-    except Exception as exc:
-        outcomes.append({"raised": type(exc).__name__, "message": str(exc)})
-        continue
-    outcomes.append({
-        "success": result.success,
-        "results": [
-            {
-                "suite": v.suite_name,
-                "expectation": r.expectation_config.type,
-                "severity": r.expectation_config.severity.value,
-                "success": r.success,
-                "error": raised(r.exception_info or {}),
-            }
-            for v in result.run_results.values() for r in v.results
-        ],
-    })
-print(json.dumps(outcomes))
-"""
-
-
-def native_runs(jobs: list[dict], cwd: Path, settings: dict | None = None) -> list[dict]:
-    """Each ``{"project", "url", "checkpoint"}`` run through GX's API in one new interpreter
-    (the process environment holds no kandev-dq setting but the store's URL and ``settings``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_")} | (settings or {})
-    return json.loads(in_a_fresh_interpreter(NATIVE_RUN, cwd, json.dumps(jobs), env))
+from tests.gxhelpers import native_runs
 
 
 def nightly(project: Path, sqlite_file: str) -> dict:
@@ -249,8 +207,9 @@ def test_gx_refuses_an_argument_the_expectation_rejects(built_project, sqlite_ta
 def test_a_project_without_the_records_store_fails_write_once_loudly(
     built_project, sqlite_target, tmp_path
 ):
-    """A project whose results store is GX's own has no key ledger: write-once cannot be
-    judged, and the GX-native run fails rather than pass with it skipped (AC-24)."""
+    """A project whose results store is GX's own is not one kandev-dq writes, refused unless
+    its user opts in; trusted, it has no key ledger: write-once cannot be judged, and the
+    GX-native run fails rather than pass with it skipped (AC-24)."""
     materialise("healthy_baseline", sqlite_target.url)
     project = private_project(built_project, tmp_path / "project")
     yml = project / "great_expectations.yml"
@@ -269,7 +228,11 @@ def test_a_project_without_the_records_store_fails_write_once_loudly(
             "      base_directory: uncommitted/validations/\n",
         )
     )
-    [outcome] = native_runs([nightly(project, sqlite_target.url)], tmp_path)
+    [refused] = native_runs([nightly(project, sqlite_target.url)], tmp_path)
+    assert "stores.validation_results_store: " in refused["message"]
+    assert "is not a class kandev-dq writes for a store" in refused["message"]
+    trusted = {"KANDEV_DQ_ALLOW_PROJECT_CODE": "1"}
+    [outcome] = native_runs([nightly(project, sqlite_target.url)], tmp_path, trusted)
     assert outcome["success"] is False
     unevaluated = {r["expectation"] for r in outcome["results"] if r["error"]}
     assert unevaluated == {
@@ -330,9 +293,10 @@ def test_a_project_naming_code_of_its_own_does_not_load_on_gx_path_unless_opted_
     job = {"project": str(project), "url": gx_url("sqlite", sqlite_target.url)}
     jobs = [job | {"checkpoint": "nightly"}]
     [refused] = native_runs(jobs, tmp_path)
-    assert "planted_module" in refused["message"] and "project code" in refused["message"]
+    assert "actions[0].renderer.class_name: names a class" in refused["message"]
+    assert "--allow-project-code" in refused["message"]
     [allowed] = native_runs(jobs, tmp_path, {"KANDEV_DQ_ALLOW_PROJECT_CODE": "1"})
-    assert "project code" not in allowed.get("message", "")
+    assert "--allow-project-code" not in allowed.get("message", "")
 
 
 def test_gx_path_reads_the_store_through_a_read_only_connection(target):

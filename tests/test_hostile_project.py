@@ -24,7 +24,7 @@ from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run import gx_adapter, vetting
 from kandev_dq.run.project import PROJECT_FILE, refuse_project_code
-from tests.gxhelpers import REPO
+from tests.gxhelpers import REPO, native_runs
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 SQL = "SELECT key FROM {batch} WHERE key IN (SELECT name FROM sqlite_master)"
@@ -180,7 +180,7 @@ def test_a_variable_in_a_docs_folder_is_refused(project):
 
 
 @pytest.mark.parametrize("where", ["absolute", "dotdot", "symlink"])
-def test_results_and_docs_written_outside_the_project_are_refused(project, tmp_path, where):
+def test_docs_written_outside_the_project_are_refused(project, tmp_path, where):
     outside = tmp_path / "outside"
     outside.mkdir()
     if where == "absolute":
@@ -190,17 +190,21 @@ def test_results_and_docs_written_outside_the_project_are_refused(project, tmp_p
     else:
         (project / "results").symlink_to(outside)
         folder = "results/"
-    _edit_yml(project, _results_store(folder))
-    assert _refused(project).startswith(
-        f"{project / PROJECT_FILE}: stores.validation_results_store.store_backend."
-        f"base_directory: {folder!r} is outside the project folder"
-    )
-    _edit_yml(project, _results_store("uncommitted/validations/"))
-    refuse_project_code(project)  # GX's own results store inside the project: data
     _edit_yml(project, _site_directory(folder))
     assert _refused(project).startswith(
         f"{project / PROJECT_FILE}: data_docs_sites.local_site.store_backend.base_directory: "
         f"{folder!r} is outside the project folder"
+    )
+
+
+def test_gx_own_results_store_is_not_a_class_kandev_dq_writes(project):
+    """Results go to the records database through kandev-dq's store; GX's filesystem results
+    store, even inside the project, is not on the allowlist."""
+    _edit_yml(project, _results_store("uncommitted/validations/"))
+    assert _refused(project).startswith(
+        f"{project / PROJECT_FILE}: stores.validation_results_store: "
+        "'great_expectations.data_context.store.ValidationResultsStore' is not a class "
+        "kandev-dq writes for a store (allowed: kandev_dq.run.suites_store.ExpectationsStore, "
     )
 
 
@@ -279,22 +283,33 @@ def test_a_context_kandev_dq_loads_is_vetted_once(project, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "backend, entry",
+    "store, backend, entry",
     [
-        ({"class_name": "TupleS3StoreBackend", "bucket": "b"}, "'TupleS3StoreBackend' does not"),
         (
-            {"class_name": "DatabaseStoreBackend", "url": "postgresql://127.0.0.1:9/x"},
-            "'DatabaseStoreBackend' does not",
+            "checkpoint_store",
+            {"class_name": "TupleS3StoreBackend", "bucket": "b"},
+            "store_backend: 'great_expectations.data_context.store.TupleS3StoreBackend' is not "
+            "a class kandev-dq writes for a store backend (allowed: "
+            "great_expectations.data_context.store.TupleFilesystemStoreBackend)",
         ),
         (
+            "validation_results_store",
+            {"class_name": "DatabaseStoreBackend", "url": "postgresql://127.0.0.1:9/x"},
+            "store_backend: 'great_expectations.data_context.store.DatabaseStoreBackend' is not "
+            "a class kandev-dq writes for a store backend (allowed: "
+            "kandev_dq.run.results_store.RecordsStoreBackend)",
+        ),
+        (
+            "checkpoint_store",
             {
                 "class_name": "TupleFilesystemStoreBackend",
                 "base_directory": "u/",
                 "root_directory": "/",
             },
-            "store_backend.root_directory: moves a store out",
+            "store_backend.root_directory: is not an entry kandev-dq writes",
         ),
         (
+            "expectations_store",
             {
                 "class_name": "TupleFilesystemStoreBackend",
                 "base_directory": "u/",
@@ -302,16 +317,22 @@ def test_a_context_kandev_dq_loads_is_vetted_once(project, monkeypatch):
             },
             "store_backend.filepath_prefix: is not an entry kandev-dq writes",
         ),
+        (
+            "validation_results_store",
+            {
+                "module_name": "kandev_dq.run.results_store",
+                "class_name": "RecordsStoreBackend",
+                "fixed_length_key": True,
+            },
+            "store_backend.fixed_length_key: is not an entry kandev-dq writes",
+        ),
     ],
-    ids=["s3", "database", "root_directory", "filepath_prefix"],
+    ids=["s3", "database", "root_directory", "filepath_prefix", "records_extra_key"],
 )
-def test_store_backends_that_write_elsewhere_are_refused(project, backend, entry):
-    _edit_yml(
-        project, lambda c: c["stores"]["validation_results_store"].update(store_backend=backend)
-    )
+def test_store_backends_off_the_allowlist_are_refused(project, store, backend, entry):
+    _edit_yml(project, lambda c: c["stores"][store].update(store_backend=backend))
     message = _refused(project)
-    assert message.startswith(f"{project / PROJECT_FILE}: stores.validation_results_store.")
-    assert entry in message
+    assert message.startswith(f"{project / PROJECT_FILE}: stores.{store}.{entry}"), message
 
 
 def test_a_suite_may_hold_only_kandev_dq_rules_with_their_declared_arguments(project):
@@ -366,6 +387,27 @@ def test_sql_reaching_the_store_through_a_data_source_is_refused(project):
 def test_what_init_writes_and_this_checkout_pass(built_project):
     refuse_project_code(built_project)
     refuse_project_code(REPO)
+
+
+def _allowlisted(entry: vetting.Entry) -> set[str]:
+    found = set()
+    for pair, keys in entry.classes.items():
+        found |= {".".join(pair)} if pair else set()
+        for nested in keys.values():
+            nested = nested.entry if isinstance(nested, vetting.Sections) else nested
+            found |= _allowlisted(nested) if nested else set()
+    return found
+
+
+def test_the_allowlist_is_what_init_writes_and_what_the_docs_list(built_project):
+    """Every class on the allowlist is one ``kandev-dq init`` writes (by its class name), and
+    docs/reliability.md §3a lists each."""
+    allowed = set().union(*(_allowlisted(entry) for entry in vetting.ENTRIES.values()))
+    config = YAML(typ="safe").load((built_project / PROJECT_FILE).read_text())
+    written = {m["class_name"] for _, m in vetting._mappings(config) if "class_name" in m}
+    assert {name.rpartition(".")[2] for name in allowed} == written
+    section = (REPO / "docs" / "reliability.md").read_text().split("## 3a.")[1].split("\n## ")[0]
+    assert sorted(name for name in allowed if f"`{name}`" not in section) == []
 
 
 def test_the_declared_arguments_are_the_classes_own_fields():
@@ -521,7 +563,7 @@ def test_a_hostile_checkout_sends_nothing_runs_no_sql_and_writes_nothing_outside
             done = _run(*args, env=env)
             assert done.returncode == 2, (args, done.stdout, done.stderr)
             assert "Traceback" not in done.stderr, done.stderr
-            assert str(project / "checkpoints" / "nightly.json") in done.stderr + done.stdout
+            assert f"{project / PROJECT_FILE}: stores.validation_results_store:" in done.stderr
             assert "--allow-project-code" in done.stderr + done.stdout
             for secret in ("AWS-S3CR3T", "TOKEN-S3CR3T", "REAL-WEBHOOK"):
                 assert secret not in done.stdout + done.stderr
@@ -574,3 +616,204 @@ def test_a_project_file_that_is_not_a_mapping_is_refused(project):
         f"{project / PROJECT_FILE}: (top): is a list, not a mapping; "
         "pass --allow-project-code to use it"
     )
+
+
+# --- the allowlist: every class a project names is one kandev-dq writes --------------------------
+
+
+def _second_project(folder: Path) -> Path:
+    """A GX project whose plugins hold a module that leaves a file beside itself when imported:
+    what a site naming ``great_expectations.get_context`` would load and run."""
+    plugins = folder / "plugins"
+    plugins.mkdir(parents=True)
+    (plugins / "planted_theme.py").write_text(
+        "from pathlib import Path\n(Path(__file__).parent / 'RAN').write_text('ran')\n"
+        "class Store:\n    def __init__(self, **kw):\n        pass\n",
+        encoding="utf-8",
+    )
+    (folder / PROJECT_FILE).write_text(
+        "config_version: 4.0\nplugins_directory: plugins/\nstores:\n"
+        "  themed:\n    module_name: planted_theme\n    class_name: Store\n",
+        encoding="utf-8",
+    )
+    return plugins / "RAN"
+
+
+def _gx_callable_site(project: Path, theme: Path) -> Callable[[dict], None]:
+    def change(config: dict) -> None:
+        config["data_docs_sites"]["theme"] = {
+            "module_name": "great_expectations",
+            "class_name": "get_context",
+            "mode": "file",
+            "context_root_dir": str(theme),
+        }
+
+    return change
+
+
+def test_a_gx_callable_as_a_site_is_refused_before_its_project_runs(sqlite_target, project):
+    """``great_expectations.get_context`` as a data docs site would load a second project,
+    which the vetting never reads, and run its plugins: refused as a class kandev-dq does not
+    write, by ``check``, ``audit`` and ``docs`` and on GX's own path, before anything runs.
+    With the opt-in the channel is real: the second project's code runs."""
+    StoreBuilder(sqlite_target.engine).create().keys(CAPTURE, "", CAPTURE)
+    sqlite_target.engine.dispose()
+    ran = _second_project(project / "theme")
+    _edit_yml(project, _gx_callable_site(project, project / "theme"))
+    assert _refused(project).startswith(
+        f"{project / PROJECT_FILE}: data_docs_sites.theme: 'great_expectations.get_context' is "
+        "not a class kandev-dq writes for a data docs site (allowed: "
+        "kandev_dq.report.site.KandevSiteBuilder)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_")}
+    store = ("--store", sqlite_target.url, "--project", str(project))
+    for args in (
+        ("check", *store),
+        ("audit", *store, "--out", str(project.parent / "audit")),
+        ("docs", "--project", str(project)),
+    ):
+        done = _run(*args, env=env)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "data_docs_sites.theme: 'great_expectations.get_context'" in done.stderr
+    job = {
+        "project": str(project),
+        "url": f"sqlite:///{sqlite_target.url}",
+        "checkpoint": "nightly",
+    }
+    [native] = native_runs([job], project.parent)
+    assert "data_docs_sites.theme: 'great_expectations.get_context'" in native["message"]
+    assert not ran.exists()
+
+    _run("check", *store, "--allow-project-code", env=env)
+    assert ran.exists()  # the channel the allowlist closes
+
+
+@pytest.mark.parametrize(
+    "where, change, entry",
+    [
+        (
+            "store backend",
+            lambda c: c["stores"]["checkpoint_store"]["store_backend"].update(
+                filepath_template={"module_name": "planted", "class_name": "Anything"}
+            ),
+            "stores.checkpoint_store.store_backend.filepath_template: is not an entry",
+        ),
+        (
+            "index renderer",
+            lambda c: c["data_docs_sites"]["local_site"]["site_index_builder"]["renderer"].update(
+                module_name="great_expectations.render.renderer"
+            ),
+            "data_docs_sites.local_site.site_index_builder.renderer: "
+            "'great_expectations.render.renderer.KandevSiteIndexPageRenderer' is not a class",
+        ),
+        (
+            "section builder",
+            lambda c: c["data_docs_sites"]["local_site"]["site_section_builders"][
+                "validations"
+            ].update(class_name="DefaultSiteSectionBuilder", source_store_name="x"),
+            "data_docs_sites.local_site.site_section_builders.validations: "
+            "'great_expectations.render.renderer.site_builder.DefaultSiteSectionBuilder' is not",
+        ),
+        (
+            "site key",
+            lambda c: c["data_docs_sites"]["local_site"].update(custom_views_directory="views/"),
+            "data_docs_sites.local_site.custom_views_directory: is not an entry",
+        ),
+        (
+            "datasource metadata",
+            lambda c: c["fluent_datasources"]["kandev_store"]["assets"]["kandev_meta"][
+                "batch_metadata"
+            ].update(x={"module_name": "planted", "class_name": "Anything"}),
+            "fluent_datasources.kandev_store.assets.kandev_meta.batch_metadata.x.class_name: "
+            "names a class where kandev-dq names none",
+        ),
+    ],
+    ids=lambda value: value if isinstance(value, str) and " " in value else None,
+)
+def test_a_class_nested_anywhere_in_the_yml_is_on_the_allowlist(project, where, change, entry):
+    _edit_yml(project, change)
+    assert _refused(project).startswith(f"{project / PROJECT_FILE}: {entry}"), where
+
+
+def test_an_unknown_key_or_a_class_in_an_action_or_a_suite_is_refused(project):
+    _add_action(project, {"name": "docs", "type": "update_data_docs", "notify_on": "all"})
+    assert _refused(project).startswith(
+        f"{project / 'checkpoints' / 'nightly.json'}: actions[1].notify_on: is not an entry "
+        "kandev-dq writes"
+    )
+    _edit_json(project / "checkpoints" / "nightly.json", lambda d: d["actions"].pop())
+    _edit_json(
+        project / "checkpoints" / "nightly.json",
+        lambda d: d.update(
+            result_format={"result_format": "COMPLETE", "return_unexpected_index_query": True}
+        ),
+    )
+    assert "result_format.return_unexpected_index_query: is not an entry" in _refused(project)
+    _edit_json(
+        project / "checkpoints" / "nightly.json",
+        lambda d: d.update(result_format={"result_format": "COMPLETE"}),
+    )
+    suite = project / "expectations" / "rows.json"
+    _edit_json(suite, lambda d: d["meta"].update(renderer={"class_name": "Anything"}))
+    assert _refused(project).startswith(
+        f"{suite}: meta.renderer.class_name: names a class where kandev-dq names none"
+    )
+
+
+@pytest.mark.parametrize(
+    "kept",
+    ["ValidationResultsStore", "RecordsStoreBackend", "KandevSiteBuilder"],
+)
+def test_each_kandev_dq_class_gx_builds_vets_the_project_on_gx_path(project, kept):
+    """Whichever kandev-dq class GX builds from a project's yml first, it vets the project
+    before GX goes on: a checkpoint naming a class of its own never loads."""
+    from kandev_dq.run.vetting import vet_on_gx_path
+
+    _add_action(
+        project,
+        {
+            "name": "x",
+            "type": "update_data_docs",
+            "renderer": {"module_name": "planted", "class_name": "A"},
+        },
+    )
+    with pytest.raises(KandevDqError, match=r"actions\[1\]\.renderer\.class_name: names a class"):
+        vet_on_gx_path(project)
+    from kandev_dq.report.site import KandevSiteBuilder
+    from kandev_dq.run.results_store import RecordsStoreBackend, ValidationResultsStore
+
+    built = {
+        "ValidationResultsStore": lambda: ValidationResultsStore(
+            store_backend={"class_name": "InMemoryStoreBackend"},
+            runtime_environment={"root_directory": str(project)},
+        ),
+        "RecordsStoreBackend": lambda: RecordsStoreBackend(root_directory=str(project)),
+        "KandevSiteBuilder": lambda: KandevSiteBuilder(
+            data_context=type("Context", (), {"root_directory": str(project)})(),
+            store_backend={"class_name": "InMemoryStoreBackend"},
+        ),
+    }
+    with pytest.raises(KandevDqError, match=r"actions\[1\]\.renderer\.class_name: names a class"):
+        built[kept]()
+
+
+def test_gx_path_refuses_a_project_that_swaps_kandev_dq_expectations_store(sqlite_target, project):
+    """On GX's own path a project that replaced kandev-dq's expectations store with GX's is
+    still vetted, by the next kandev-dq class GX builds (the results store), before any run."""
+    StoreBuilder(sqlite_target.engine).create().keys(CAPTURE, "", CAPTURE)
+    sqlite_target.engine.dispose()
+    _edit_yml(
+        project,
+        lambda c: c["stores"]["expectations_store"].pop("module_name"),
+    )
+    job = {
+        "project": str(project),
+        "url": f"sqlite:///{sqlite_target.url}",
+        "checkpoint": "nightly",
+    }
+    [native] = native_runs([job], project.parent)
+    assert native["message"].startswith(
+        f"{project / PROJECT_FILE}: stores.expectations_store: "
+        "'great_expectations.data_context.store.ExpectationsStore' is not a class kandev-dq "
+        "writes for a store"
+    ), native

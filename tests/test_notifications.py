@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run import checkpoint as runs
-from kandev_dq.run import gx_adapter, vetting
+from kandev_dq.run import gx_adapter
 from kandev_dq.run import notifications as channels
 from kandev_dq.run import project as project_module
 from kandev_dq.run.check import run_check
@@ -471,8 +471,8 @@ def test_hosted_services_keys_stay_out_of_outputs(
 
 
 def test_a_project_naming_gx_action_classes_runs_them_only_when_allowed(project):
-    """GX's and kandev-dq's own classes are no foreign code, but their fields are URLs and
-    ``${VAR}``s: a checkpoint naming them needs ``--allow-project-code`` (reliability, 3a)."""
+    """GX's and kandev-dq's own action classes hold URLs and ``${VAR}``s, and name renderer
+    classes: a checkpoint naming them needs ``--allow-project-code`` (reliability, 3a)."""
     path = project / "checkpoints" / "nightly.json"
     config = json.loads(path.read_text())
     config["actions"] += [
@@ -502,7 +502,6 @@ def test_a_project_naming_gx_action_classes_runs_them_only_when_allowed(project)
         {"type": "kandev_dq_api", "name": "api", "url": "http://127.0.0.1:9/"},
     ]
     path.write_text(json.dumps(config))
-    vetting._refuse_foreign_modules(path, config)  # GX's and kandev-dq's own classes
     with pytest.raises(KandevDqError, match=r"nightly\.json: actions\[1\]\.slack_webhook: "):
         project_module.refuse_project_code(project)
     context = project_module.load_context(project, allow_project_code=True)

@@ -49,9 +49,9 @@ def test_a_project_naming_its_own_module_runs_only_when_allowed(sqlite_target, p
     refused = kandev_dq("check", "--store", sqlite_target.url, "--project", str(project))
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.splitlines() == [
-        f"kandev-dq: error: {project / PROJECT_FILE}: data_docs_sites.local_site: module_name "
-        "'marker_site' is project code, not kandev-dq's or GX's; pass --allow-project-code "
-        "to run it"
+        f"kandev-dq: error: {project / PROJECT_FILE}: data_docs_sites.local_site: "
+        "'marker_site.KandevSiteBuilder' is not a class kandev-dq writes for a data docs site "
+        "(allowed: kandev_dq.report.site.KandevSiteBuilder); pass --allow-project-code to use it"
     ]
     assert not marker.exists()
     allowed = kandev_dq(
@@ -71,7 +71,7 @@ def test_checkpoints_plugins_and_checkpoint_stores_are_vetted_before_gx_reads_th
         {"name": "tell", "type": "slack", "renderer": {"module_name": "os", "class_name": "x"}}
     )
     checkpoint.write_text(json.dumps(document))
-    with pytest.raises(KandevDqError, match=r"nightly\.json: actions\[1\]\.renderer: module_name"):
+    with pytest.raises(KandevDqError, match=r"nightly\.json: actions\[1\]\.renderer\.class_name: "):
         refuse_project_code(project)
     checkpoint.unlink()
     yml = project / PROJECT_FILE

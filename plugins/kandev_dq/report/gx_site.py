@@ -76,6 +76,7 @@ from kandev_dq.run import gx_adapter
 from kandev_dq.run.gx_adapter import ValidationResultsStore
 from kandev_dq.run.results import failed_by_severity, suite_verdict
 from kandev_dq.run.results_store import RecordsStoreBackend, records_of
+from kandev_dq.run.vetting import vet_on_gx_path
 from kandev_dq.text import html_inert
 
 logger = logging.getLogger(__name__)
@@ -366,6 +367,7 @@ class KandevSiteBuilder(SiteBuilder):
         runtime_environment=None,
         **kwargs,
     ) -> None:
+        vet_on_gx_path(data_context.root_directory, data_context)
         index = nested_update(
             {
                 "class_name": "DefaultSiteIndexBuilder",

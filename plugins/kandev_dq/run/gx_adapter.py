@@ -60,6 +60,7 @@ from great_expectations.data_context.types.resource_identifiers import (
 )
 
 from kandev_dq.run.results import suite_success
+from kandev_dq.run.vetting import vet_on_gx_path
 
 
 @contextmanager
@@ -202,6 +203,7 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
     """
 
     def __init__(self, store_backend=None, runtime_environment=None, store_name=None) -> None:
+        vet_on_gx_path((runtime_environment or {}).get("root_directory"))
         super().__init__(
             store_backend=store_backend,
             runtime_environment=runtime_environment,

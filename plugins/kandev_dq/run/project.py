@@ -19,7 +19,6 @@ import logging
 import os
 import uuid
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import Any
 from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX
 from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.settings import project_code_allowed_by_environment
 
 # The project's parts, named once where the vetting (which reads them before GX) defines them.
 # URL_VARIABLE is the GX config variable the data source's URL comes from: users name a store
@@ -40,6 +38,8 @@ from kandev_dq.run.vetting import (
     PROJECT_FILE,
     SUITE_DIR,
     URL_VARIABLE,
+    loading_vetted,
+    trust_project_code,
     vet_project,
 )
 
@@ -142,29 +142,6 @@ def default_project() -> Path:
     )
 
 
-#: Project folders whose code the user opted in to in this process (the CLI and the API).
-_trusted: set[Path] = set()
-
-
-def trust_project_code(root: Path) -> None:
-    """The user opted in to the code the project at ``root`` names, for this process."""
-    _trusted.add(Path(root).resolve())
-
-
-def code_allowed(root: Path) -> bool:
-    return project_code_allowed_by_environment() or root.resolve() in _trusted
-
-
-#: The project :func:`load_context` has vetted, while GX loads it.
-_loading: ContextVar[Path | None] = ContextVar("kandev_dq_loading", default=None)
-
-
-def vetted_while_loading(root: Path) -> bool:
-    """Whether GX is loading ``root`` for :func:`load_context`, which has just vetted it: GX's
-    path (:mod:`kandev_dq.run.suites_store`) need not vet it again."""
-    return _loading.get() == Path(root).resolve()
-
-
 class IncompleteSuiteError(KandevDqError):
     """A suite that loaded fewer expectations than it declares."""
 
@@ -221,7 +198,7 @@ def load_context(
     if not allow_project_code:
         refuse_project_code(root, own_run_only=own_run_only)
     else:
-        trust_project_code(root)  # GX's path vets it again (kandev_dq.run.suites_store)
+        trust_project_code(root)  # GX's path vets it again (vet_on_gx_path)
     import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
     import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
     import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
@@ -229,11 +206,8 @@ def load_context(
     quiet_gx()
     import great_expectations as gx
 
-    loading = _loading.set(root.resolve())
-    try:
-        context = _file_context(gx, root, store_url)
-    finally:
-        _loading.reset(loading)
+    with loading_vetted(root) as vetted:
+        context = vetted(_file_context(gx, root, store_url))
     # Also for a project whose yml predates kandev-dq's own expectations store.
     for path in sorted((root / SUITE_DIR).glob("*.json")):
         declared = json.loads(path.read_text(encoding="utf-8")).get("expectations", [])

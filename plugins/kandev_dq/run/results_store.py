@@ -29,6 +29,7 @@ from great_expectations.exceptions import InvalidKeyError
 
 from kandev_dq.run.gx_adapter import ValidationResultsStore
 from kandev_dq.run.records import Records, records_url
+from kandev_dq.run.vetting import vet_on_gx_path
 
 #: The store class a project's yml names here (``kandev-dq init`` writes this module's name):
 #: GX's class, adapted where GX offers no public hook, lives with the other GX contact.
@@ -48,6 +49,7 @@ class RecordsStoreBackend(StoreBackend):
         manually_initialize_store_backend_id: str = "",
         store_name: str | None = None,
     ) -> None:
+        vet_on_gx_path(root_directory)
         super().__init__(
             fixed_length_key=fixed_length_key,
             suppress_store_backend_id=suppress_store_backend_id,

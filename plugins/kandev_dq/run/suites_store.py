@@ -17,30 +17,25 @@ load every expectation its JSON declares; one that does not stops the run with a
 the suite and the types (a checkpoint that returns success has run every expectation).
 
 A project is data (docs/reliability.md, 3a), on GX's path too: when GX builds this store, the
-project is vetted as ``kandev-dq check`` vets it (:func:`kandev_dq.run.project.refuse_project_code`)
-and one that names code of its own stops the context from loading, unless the user opted in:
-``--allow-project-code`` on the CLI, ``allow_project_code=True`` in the Python API, or
-``KANDEV_DQ_ALLOW_PROJECT_CODE=1`` in the environment of a scheduler running GX's API. (GX
-builds the stores in the yml's order: a store named before this one is built before the vetting.)
-A context kandev-dq loads itself (:func:`kandev_dq.run.project.load_context`) was vetted just
-before GX loads it, and is not walked twice.
+project is vetted as ``kandev-dq check`` vets it (:func:`kandev_dq.run.vetting.vet_on_gx_path`,
+as every kandev-dq class GX builds from a yml does) and one naming anything off the allowlist
+stops the context from loading, unless the user opted in: ``--allow-project-code`` on the CLI,
+``allow_project_code=True`` in the Python API, or ``KANDEV_DQ_ALLOW_PROJECT_CODE=1`` in the
+environment of a scheduler running GX's API. (GX builds the stores in the yml's order: a store
+named before this one is built before the vetting.) A context kandev-dq loads itself
+(:func:`kandev_dq.run.project.load_context`) was vetted just before GX loads it, and is not
+walked twice.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from great_expectations.data_context.store import expectations_store as gx_expectations_store
 
 import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
 import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
 import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
-from kandev_dq.run.project import (
-    code_allowed,
-    refuse_incomplete_suite,
-    refuse_project_code,
-    vetted_while_loading,
-)
+from kandev_dq.run.project import refuse_incomplete_suite
+from kandev_dq.run.vetting import vet_on_gx_path
 
 
 class ExpectationsStore(gx_expectations_store.ExpectationsStore):
@@ -55,9 +50,7 @@ class ExpectationsStore(gx_expectations_store.ExpectationsStore):
         store_name: str = "no_store_name",
         data_context=None,
     ) -> None:
-        root = (runtime_environment or {}).get("root_directory")
-        if root and not (code_allowed(Path(root)) or vetted_while_loading(Path(root))):
-            refuse_project_code(Path(root))
+        vet_on_gx_path((runtime_environment or {}).get("root_directory"))
         super().__init__(
             store_backend=store_backend,
             runtime_environment=runtime_environment,

@@ -2,14 +2,16 @@
 writes (docs/reliability.md, 3a).
 
 Checkouts written by others are checked with their own project. GX reads more than code from
-it: it imports the ``module_name`` a config names and puts ``plugins_directory`` on
-``sys.path``; its actions post to the URLs a checkpoint gives; its stores and sites write where
+it: it imports the ``module_name`` a config names and builds the ``class_name`` (any callable:
+``great_expectations.get_context`` as a site loads a second project) and puts
+``plugins_directory`` on ``sys.path``; its actions post to the URLs a checkpoint gives; its stores and sites write where
 their ``base_directory`` says; a suite may hold GX's own SQL-running expectations; and every
 ``${VAR}``/``$VAR`` in a value is filled from the environment or a config variables file (a
 ``secret|`` value from a cloud secret manager). Each is a channel for a stranger's project to
 run code, read secrets out, run SQL or write outside its folder. This module reads the yml, the
 checkpoints, the suites and the validation definitions before GX does, imports nothing of GX,
-and refuses anything else in one line naming the file and the entry (exit 2).
+and refuses anything else in one line naming the file and the entry (exit 2). Classes are
+vetted by an allowlist (:data:`STORE`, :data:`DOCS_SITE`), never by a pattern of names.
 """
 
 from __future__ import annotations
@@ -17,13 +19,21 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SCOPED, RULE_INDEX
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.settings import RECORDS_VARIABLE, STORE_URL_VARIABLE
+from kandev_dq.run.settings import (
+    RECORDS_VARIABLE,
+    STORE_URL_VARIABLE,
+    project_code_allowed_by_environment,
+)
 from kandev_dq.text import one_line
 
 #: GX's names for a file context's parts, which kandev-dq's projects keep: the yml, and where
@@ -35,8 +45,6 @@ SUITE_DIR = "expectations"
 DEFINITION_DIR = "validation_definitions"
 #: The store variable: the data source's URL (the user's own setting of the store).
 URL_VARIABLE = STORE_URL_VARIABLE
-#: Modules a project's config may name by default: kandev-dq's own and GX's own.
-TRUSTED_MODULE = re.compile(r"(great_expectations|kandev_dq)(\.[A-Za-z_][A-Za-z0-9_]*)*")
 #: GX's own substitution (``great_expectations.core.config_substitutor``): ``${VAR}`` and
 #: ``$VAR`` unless escaped with a backslash.
 SUBSTITUTION = re.compile(r"(?<!\\)\$\{(.*?)\}|(?<!\\)\$([_a-zA-Z][_a-zA-Z0-9]*)")
@@ -60,23 +68,102 @@ YML_KEYS = frozenset(
         "validation_results_store_name",
     }
 )
-STORE_KEYS = frozenset({"class_name", "module_name", "store_backend"})
-#: Store backends that keep everything in the project folder (or in memory), with the keys
-#: each may hold: a filesystem backend's prefix or root would move its files elsewhere.
+#: Where GX takes a class from when an entry names none (its ``config_defaults``).
+GX_STORES = "great_expectations.data_context.store"
+GX_SITE_BUILDER = "great_expectations.render.renderer.site_builder"
+GX_RENDERERS = "great_expectations.render.renderer"
+GX_VIEWS = "great_expectations.render.view"
+#: kandev-dq's modules a project's yml names (kandev_dq.run.project writes them).
+SUITES_STORE = "kandev_dq.run.suites_store"
+RESULTS_STORE = "kandev_dq.run.results_store"
+SITE = "kandev_dq.report.site"
 FILESYSTEM_BACKEND = "TupleFilesystemStoreBackend"
 RECORDS_BACKEND = "RecordsStoreBackend"
-BACKEND_KEYS: dict[str, frozenset[str]] = {
-    FILESYSTEM_BACKEND: frozenset(
-        {"class_name", "module_name", "base_directory", "suppress_store_backend_id"}
-    ),
-    "InMemoryStoreBackend": frozenset({"class_name", "module_name"}),
-    # Its url is vetted with the other records settings (kandev_dq.run.records.records_url).
-    RECORDS_BACKEND: frozenset({"class_name", "module_name", "url"}),
-}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One kind of entry GX builds a class from (``instantiate_class_from_config``): the
+    module (and class) GX takes when the entry names none, and for each class kandev-dq writes
+    there (``None``: an entry that names no class) the keys it may hold, each a plain value
+    (``None``) or a nested entry."""
+
+    kind: str
+    default_module: str
+    classes: Mapping[tuple[str, str] | None, Mapping[str, Entry | Sections | None]]
+    default_class: str | None = None
+
+
+@dataclass(frozen=True)
+class Sections:
+    """A mapping of GX's section names to entries of one kind (a site's section builders)."""
+
+    names: frozenset[str]
+    entry: Entry
+
+
+def _only_class(kind: str, module: str, pair: tuple[str, str], keys=None) -> Entry:
+    return Entry(kind, module, {pair: keys or {}})
+
+
+PAGE_VIEW = _only_class("page view", GX_VIEWS, (SITE, "KandevPageView"))
+FILESYSTEM = _only_class(
+    "store backend",
+    GX_STORES,
+    (GX_STORES, FILESYSTEM_BACKEND),
+    {"base_directory": None, "suppress_store_backend_id": None},
+)
+#: Its url is vetted with the other records settings (kandev_dq.run.records.records_url).
+RECORDS = _only_class("store backend", GX_STORES, (RESULTS_STORE, RECORDS_BACKEND), {"url": None})
+#: The allowlist (docs/reliability.md, 3a): every class GX would build from a project's yml,
+#: by the entry that names it. Nothing else runs: a project is data, and GX imports whatever
+#: module an entry names (``great_expectations.get_context`` as a site reads a second project).
+STORE = Entry(
+    "store",
+    GX_STORES,
+    {
+        (SUITES_STORE, "ExpectationsStore"): {"store_backend": FILESYSTEM},
+        (RESULTS_STORE, "ValidationResultsStore"): {"store_backend": RECORDS},
+        (GX_STORES, "CheckpointStore"): {"store_backend": FILESYSTEM},
+        (GX_STORES, "ValidationDefinitionStore"): {"store_backend": FILESYSTEM},
+    },
+)
+DOCS_SITE = _only_class(
+    "data docs site",
+    GX_SITE_BUILDER,
+    (SITE, "KandevSiteBuilder"),
+    {
+        "show_how_to_buttons": None,
+        "store_backend": FILESYSTEM,
+        "site_index_builder": Entry(
+            "site index builder",
+            GX_SITE_BUILDER,
+            {
+                (GX_SITE_BUILDER, "DefaultSiteIndexBuilder"): {
+                    "renderer": _only_class(
+                        "index renderer", GX_RENDERERS, (SITE, "KandevSiteIndexPageRenderer")
+                    ),
+                    "view": _only_class("index view", GX_VIEWS, (SITE, "KandevIndexPageView")),
+                }
+            },
+            default_class="DefaultSiteIndexBuilder",
+        ),
+        "site_section_builders": Sections(
+            frozenset({"expectations", "validations", "profiling"}),
+            Entry("site section builder", GX_SITE_BUILDER, {None: {"view": PAGE_VIEW}}),
+        ),
+    },
+)
+#: The yml's keys that hold a mapping of names to entries GX builds classes from.
+ENTRIES = {"stores": STORE, "data_docs_sites": DOCS_SITE}
+PROGRESS_BAR_KEYS = frozenset({"globally", "metric_calculations"})
 DATASOURCE_KEYS = frozenset({"type", "id", "name", "assets", "connection_string"})
 ASSET_KEYS = frozenset({"type", "id", "name", "batch_metadata", "batch_definitions", "table_name"})
 BATCH_DEFINITION_KEYS = frozenset({"id", "name", "partitioner"})
 CHECKPOINT_KEYS = frozenset({"actions", "id", "name", "result_format", "validation_definitions"})
+#: GX's result formats: a checkpoint's holds the word alone (GX's other result format keys
+#: add unexpected rows' index queries).
+RESULT_FORMATS = frozenset({"BOOLEAN_ONLY", "BASIC", "SUMMARY", "COMPLETE"})
 ACTION_KEYS = frozenset({"name", "site_names", "type"})
 #: The one action a checkpoint may name: notifications come from the user's environment only.
 DOCS_ACTION = "update_data_docs"
@@ -144,14 +231,11 @@ def vet_project(root: Path, *, own_run_only: bool = False) -> None:
     listed, a link among them refused, but not walked into, so a check's cost does not grow
     with the runs the data docs keep."""
     yml = Path(root) / PROJECT_FILE
-    config = project_config(root)
-    _refuse_foreign_modules(yml, config)
-    config = _only(yml, "", config, YML_KEYS)
-    for checkpoint in _documents(yml, config, "checkpoint_store", CHECKPOINT_DIR, "checkpoints"):
-        document = _read(checkpoint, json.loads)
-        _refuse_foreign_modules(checkpoint, document)
-        _vet_checkpoint(checkpoint, document)
+    config = _only(yml, "", project_config(root), YML_KEYS)
+    _refuse_classes_elsewhere(yml, config, _vet_entries(yml, config))
     _refuse_plugins(yml, config)
+    for checkpoint in _documents(yml, config, "checkpoint_store", CHECKPOINT_DIR, "checkpoints"):
+        _vet_checkpoint(checkpoint, _read(checkpoint, json.loads))
     _vet_yml(yml, config, own_run_only)
     for suite in _documents(yml, config, "expectations_store", SUITE_DIR, "suites"):
         _vet_suite(suite, _read(suite, json.loads))
@@ -159,6 +243,47 @@ def vet_project(root: Path, *, own_run_only: bool = False) -> None:
         yml, config, "validation_definition_store", DEFINITION_DIR, "validation definitions"
     ):
         _vet_definition(definition, _read(definition, json.loads))
+
+
+# --- on GX's own path ----------------------------------------------------------------------------
+
+#: Project folders whose code the user opted in to in this process (the CLI and the API).
+_trusted: set[Path] = set()
+#: The project kandev-dq vetted and GX is loading (:func:`loading_vetted`).
+_loading: ContextVar[Path | None] = ContextVar("kandev_dq_loading", default=None)
+#: The contexts kandev-dq loaded after vetting their projects.
+_vetted_contexts: weakref.WeakSet = weakref.WeakSet()
+
+
+def trust_project_code(root: Path) -> None:
+    """The user opted in to the code the project at ``root`` names, for this process."""
+    _trusted.add(Path(root).resolve())
+
+
+@contextmanager
+def loading_vetted(root: Path) -> Iterator[Callable[[Any], Any]]:
+    """GX loads a project kandev-dq has just vetted (or the user trusts): its classes need not
+    vet it again, then or later; what this yields marks the context GX returned."""
+    token = _loading.set(Path(root).resolve())
+    try:
+        yield lambda context: _vetted_contexts.add(context) or context
+    finally:
+        _loading.reset(token)
+
+
+def vet_on_gx_path(root: str | Path | None, context: object = None) -> None:
+    """GX builds one of kandev-dq's classes from a project's yml (its expectations or results
+    store, the results backend, the site builder of ``context``): vet the project as
+    ``kandev-dq check`` does, unless the user opted in or kandev-dq loaded it
+    (:func:`loading_vetted`). Whichever class GX builds first vets the project, before any
+    page or result is written; a module a project names before it is GX's business
+    (docs/schedulers.md)."""
+    if not root or (context is not None and context in _vetted_contexts):
+        return
+    root = Path(root).resolve()
+    if project_code_allowed_by_environment() or root in _trusted or _loading.get() == root:
+        return
+    vet_project(root)
 
 
 def _yaml(text: str) -> Any:
@@ -198,15 +323,56 @@ def _documents(yml: Path, config: dict, store: str, default: str, what: str) -> 
     return sorted(folder.rglob("*.json"))
 
 
-def _refuse_foreign_modules(file: Path, node: object, where: str = "") -> None:
-    for place, mapping in _mappings(node, where):
-        module = mapping.get("module_name")
-        if module is not None and not (
-            isinstance(module, str) and TRUSTED_MODULE.fullmatch(module)
-        ):
-            raise KandevDqError(
-                f"{file}: {one_line(place) or '(top)'}: module_name {module!r} is project "
-                "code, not kandev-dq's or GX's; pass --allow-project-code to run it"
+def _vet_entries(yml: Path, config: dict) -> set[int]:
+    """Every store and data docs site names only classes of the allowlist, holding only their
+    keys, at any depth (:data:`STORE`, :data:`DOCS_SITE`); the ids of the entries vetted."""
+    vetted: set[int] = set()
+    for key, entry in ENTRIES.items():
+        for name, node in _mapping(yml, key, config.get(key)).items():
+            _vet_entry(yml, f"{key}.{name}", node, entry, vetted)
+    return vetted
+
+
+def _vet_entry(file: Path, where: str, node: object, entry: Entry, vetted: set[int]) -> None:
+    if not isinstance(node, dict):
+        refuse(file, where, f"is a {type(node).__name__}, not a mapping")
+    vetted.add(id(node))
+    module, kind = node.get("module_name"), node.get("class_name", entry.default_class)
+    if not all(isinstance(name, str | None) for name in (module, kind)):
+        refuse(file, where, "names a class by something other than text")
+    # As GX builds it: an entry naming no module takes GX's default for its kind.
+    pair = None if module is None and kind is None else (module or entry.default_module, kind)
+    if pair not in entry.classes:
+        allowed = ", ".join(".".join(p) for p in entry.classes if p) or "none"
+        named = one_line(".".join(str(part) for part in pair))[:120] if pair else "no class"
+        refuse(
+            file,
+            where,
+            f"{named!r} is not a class kandev-dq writes for a {entry.kind} (allowed: {allowed})",
+        )
+    keys = entry.classes[pair]
+    _only(file, where, node, frozenset(keys) | ({"class_name", "module_name"} if pair else set()))
+    for key, nested in keys.items():
+        value, at = node.get(key), f"{where}.{key}"
+        if nested is None or value is None:  # a value; or absent, GX's own default
+            continue
+        if isinstance(nested, Sections):
+            for name, section in _only(file, at, value, nested.names).items():
+                _vet_entry(file, f"{at}.{name}", section, nested.entry, vetted)
+        else:
+            _vet_entry(file, at, value, nested, vetted)
+
+
+def _refuse_classes_elsewhere(file: Path, node: object, vetted: set[int] = frozenset()) -> None:
+    """No class named outside the entries the allowlist vetted (a suite's ``meta``, a
+    checkpoint's action, a nested mapping of any value)."""
+    for where, mapping in _mappings(node):
+        named = {"class_name", "module_name"} & set(mapping)
+        if named and id(mapping) not in vetted:
+            refuse(
+                file,
+                f"{where}.{min(named)}" if where else min(named),
+                "names a class where kandev-dq names none",
             )
 
 
@@ -296,8 +462,12 @@ def _vet_yml(yml: Path, config: dict, own_run_only: bool) -> None:
         for name in sources
     }
     _refuse_substitution(yml, config, frozenset(allowed))
-    for name, store in _mapping(yml, "stores", config.get("stores")).items():
-        _only(yml, f"stores.{name}", store, STORE_KEYS)
+    _only(
+        yml,
+        "progress_bars",
+        _mapping(yml, "progress_bars", config.get("progress_bars")),
+        PROGRESS_BAR_KEYS,
+    )
     root = yml.parent.resolve()
     written = {UNCOMMITTED: root / UNCOMMITTED}  # GX's and the records' default folder
     for where, mapping in _mappings(config):
@@ -312,9 +482,6 @@ def _vet_yml(yml: Path, config: dict, own_run_only: bool) -> None:
             continue  # inside a folder already walked (the data docs in uncommitted/)
         _refuse_links_out(yml, where, folder, root, own_run_only)
         walked.append(folder)
-    for where, mapping in _mappings(config):
-        if "store_backend" in mapping:
-            _vet_backend(yml, f"{where}.store_backend", mapping["store_backend"])
     _vet_datasources(yml, sources)
     _vet_config_variables(yml, config.get("config_variables_file_path"), root)
 
@@ -356,18 +523,6 @@ def _refuse_links_out(yml: Path, where: str, folder: Path, root: Path, own_run_o
                 own_run_only and RUN_FOLDER.fullmatch(entry.name)
             ):
                 pending.append(entry.path)
-
-
-def _vet_backend(yml: Path, where: str, backend: object) -> None:
-    kind = backend.get("class_name") if isinstance(backend, dict) else backend
-    if not isinstance(kind, str) or kind not in BACKEND_KEYS:
-        refuse(
-            yml,
-            where,
-            f"{one_line(kind)[:80]!r} does not keep its files in the project "
-            f"folder ({', '.join(sorted(BACKEND_KEYS))} do)",
-        )
-    _only(yml, where, backend, BACKEND_KEYS[kind])
 
 
 def _vet_datasources(yml: Path, sources: dict) -> None:
@@ -424,8 +579,9 @@ def _vet_config_variables(yml: Path, path: object, root: Path) -> None:
 
 
 def _document(file: Path, document: object, keys: frozenset[str]) -> dict:
-    """A JSON document holding no substitution and no key but ``keys``."""
+    """A JSON document holding no substitution, no class and no key but ``keys``."""
     _refuse_substitution(file, document, frozenset())
+    _refuse_classes_elsewhere(file, document)
     return _only(file, "", document, keys)
 
 
@@ -439,6 +595,13 @@ def _items(file: Path, document: dict, name: str, keys: frozenset[str]) -> Itera
 
 def _vet_checkpoint(file: Path, document: object) -> None:
     document = _document(file, document, CHECKPOINT_KEYS)
+    result_format = document.get("result_format", "COMPLETE")
+    if isinstance(result_format, dict):
+        result_format = _only(file, "result_format", result_format, {"result_format"}).get(
+            "result_format"
+        )
+    if result_format not in RESULT_FORMATS:
+        refuse(file, "result_format", f"is not one of GX's {', '.join(sorted(RESULT_FORMATS))}")
     for where, action in _items(file, document, "actions", ACTION_KEYS):
         if action.get("type") != DOCS_ACTION:
             kind = one_line(action.get("type"))[:80]
