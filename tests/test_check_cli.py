@@ -23,6 +23,7 @@ CHECK_JSON_KEYS = {
     "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
     *("records", "baseline_taken_at", "changes", "suite_seconds", "windows", "pruned"),
+    "project_deviations",  # where the project differs from kandev-dq's rules: [] for init's
 }
 
 
@@ -44,6 +45,7 @@ def test_json_output_in_a_fresh_process(target, project):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)  # exactly one JSON object on stdout
     assert set(report) == CHECK_JSON_KEYS
+    assert report["project_deviations"] == []
     assert report["run_name"].startswith("nightly@")
     run_time = datetime.fromisoformat(report["run_time"])  # RFC 3339, UTC
     assert report["run_time"].endswith("Z") and run_time.utcoffset() == timedelta(0)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from junitparser import Failure, JUnitXml
 
 from kandev_dq.report.junit import junit_xml
+from kandev_dq.run.deviations import Deviation
 from kandev_dq.run.results import RuleResult
 
 
@@ -20,6 +21,7 @@ REPORT = SimpleNamespace(
     run_time="2026-11-30T19:00:00Z",
     duration_s=1.25,
     suite_seconds={"activation": 0.5, "writer_health": 0.25, "rows": 0.125},
+    project_deviations=[],
     results=[
         _rule("activation", "expect_activation_keys_to_be_write_once", "error", False, "rewritten"),
         _rule("activation", "expect_population_to_be_disclosed", "info", False, "disclosed"),
@@ -28,11 +30,15 @@ REPORT = SimpleNamespace(
         _rule("rows", "expect_no_negative_metrics", "error", False, "id \x1b<&>\ud800", ("AC-9",)),
     ],
 )
+DEVIATIONS = [
+    Deviation("rows", "expect_no_orphan_subagent_rows", "removed", "kandev-dq runs it at error"),
+    Deviation("schema", "", "emptied", "the suite holds no rule \x1b<&>"),
+]
 
 
-def _parsed(tmp_path, fail_on):
+def _parsed(tmp_path, fail_on, report=REPORT):
     path = tmp_path / "junit.xml"
-    path.write_text(junit_xml(REPORT, fail_on), encoding="utf-8")
+    path.write_text(junit_xml(report, fail_on), encoding="utf-8")
     return JUnitXml.fromfile(str(path))
 
 
@@ -76,3 +82,18 @@ def test_warnings_fail_under_fail_on_warning(tmp_path):
     assert failure.message == "1 bad" and failure.type == "warning"
     assert cases[("activation", "expect_population_to_be_disclosed")].is_passed  # info never
     assert xml.failures == 3 and xml.tests == 5
+
+
+def test_each_project_deviation_is_a_property_of_every_suite(tmp_path):
+    # A suite that ran holding no rule (emptied) is a suite of no tests, still listed.
+    emptied = {**vars(REPORT), "suite_seconds": {**REPORT.suite_seconds, "schema": 0.0625}}
+    report = SimpleNamespace(**emptied | {"project_deviations": DEVIATIONS})
+    xml = _parsed(tmp_path, "error", report)
+    assert [suite.name for suite in xml] == ["activation", "writer_health", "rows", "schema"]
+    assert [suite.tests for suite in xml][-1] == 0
+    for suite in xml:
+        named = [p.value for p in suite.properties() if p.name == "project_deviation"]
+        assert named == [
+            "rows/expect_no_orphan_subagent_rows: removed: kandev-dq runs it at error",
+            "schema: emptied: the suite holds no rule \\x1b<&>",  # escaped, then XML-quoted
+        ]

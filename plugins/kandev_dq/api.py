@@ -45,6 +45,7 @@ def check(
     allow_project_code: bool = False,
     progress: Progress | None = None,
     keep_days: int | None = None,
+    strict: bool = False,
 ) -> CheckReport:
     """Run ``checkpoint`` of ``project`` against ``store``; the report ``--format json`` prints.
 
@@ -56,6 +57,9 @@ def check(
     naming code of its own is refused unless ``allow_project_code`` (docs/reliability.md, 3a).
     ``keep_days`` (default: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``, else none) prunes the records
     database of results and runs older than that many days when the run ends.
+    ``report.project_deviations`` names where the project's checkpoint and suites differ from
+    kandev-dq's rules; ``strict`` refuses such a project (KandevDqError) before the store is
+    opened.
     """
     from kandev_dq.run import inputs
     from kandev_dq.run.project import reads_live
@@ -66,7 +70,7 @@ def check(
     project = Path(project) if project is not None else None
     # The store and the records database are read once here, and the run works on those.
     vetted = inputs.run_inputs(
-        project, store, checkpoint, allow_project_code, records, own_run_only=True
+        project, store, checkpoint, allow_project_code, records, own_run_only=True, strict=strict
     )
     folder = vetted.folder
     with loading_gx():

@@ -31,6 +31,7 @@ from kandev_dq.cli.options import (
     QuietOption,
     RecordsOption,
     StoreOption,
+    StrictOption,
     checked_inputs,
     vetted_project,
 )
@@ -62,6 +63,7 @@ def check(
             show_default=False,
         ),
     ] = None,
+    strict: StrictOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     errors_as(ctx, output_format)
@@ -73,6 +75,7 @@ def check(
         allow_project_code=allow_project_code,
         progress=progress(quiet),
         keep_days=keep_days,
+        strict=strict,
     )
     from kandev_dq.run.check import verdict_line
     from kandev_dq.run.inputs import project_folder
@@ -100,13 +103,16 @@ def audit(
     quiet: QuietOption = False,
     allow_project_code: AllowCodeOption = False,
     records: RecordsOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
-    vetted = checked_inputs(project, store, "pre_release", allow_project_code, records)
+    vetted = checked_inputs(
+        project, store, "pre_release", allow_project_code, records, strict=strict
+    )
     folder = vetted.folder
     with loading_gx():
         from kandev_dq.report.audit import run_audit
-        from kandev_dq.run.check import verdict_line
+        from kandev_dq.run.check import deviation_lines, verdict_line
 
     done = run_audit(
         folder,
@@ -119,6 +125,8 @@ def audit(
     if not quiet:
         used(folder)
     say(verdict_line(done.report))
+    for line in deviation_lines(done.report):
+        say(one_line(line))
     say(f"audit: {done.folder / 'SUMMARY.md'}")
     raise typer.Exit(int(done.report.exit_code(fail_on.value)))
 

@@ -60,6 +60,17 @@ AllowCodeOption = Annotated[
     ),
 ]
 
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Refuse (exit 2) a project whose checkpoint or suites differ from kandev-dq's "
+        "rules (a rule removed, a severity or argument changed, a suite emptied): the "
+        "verdict is then kandev-dq's own. Checked before the store is opened.",
+        show_default=False,
+    ),
+]
+
 
 class Format(StrEnum):
     text = "text"
@@ -97,9 +108,12 @@ def checked_inputs(
     checkpoint: str,
     allow_project_code: bool,
     records: str | None,
+    *,
+    strict: bool = False,
 ) -> RunInputs:
     """The project folder, the store and the records database (each read once), vetted with
-    the checkpoint name without GX (:func:`kandev_dq.run.inputs.run_inputs`)."""
+    the checkpoint name (and with ``strict``, the project's deviations) without GX
+    (:func:`kandev_dq.run.inputs.run_inputs`)."""
     from kandev_dq.run import inputs
 
-    return inputs.run_inputs(project, store, checkpoint, allow_project_code, records)
+    return inputs.run_inputs(project, store, checkpoint, allow_project_code, records, strict=strict)

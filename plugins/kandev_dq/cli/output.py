@@ -138,6 +138,10 @@ def print_report(report, headline: str) -> None:
     from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 
     say(headline)
+    from kandev_dq.run.check import deviation_lines, window_lines
+
+    for line in deviation_lines(report):  # the verdict is the project's: say where it differs
+        say(one_line(line))
     for resolved in (report.changes or {}).get("resolved") or []:
         say(
             one_line(
@@ -151,8 +155,6 @@ def print_report(report, headline: str) -> None:
             say(one_line(f"note: {r.message} (records: {report.records})"))
     if report.state != "fully_activated" and report.state_explanation:
         say(one_line(report.state_explanation))
-    from kandev_dq.run.check import window_lines
-
     for line in window_lines(report):  # what a live run read, and through which index
         say(one_line(line))
     if report.docs_index:

@@ -1,7 +1,7 @@
 """Which expectation runs in which suite, at which severity, citing which ACs: read without GX.
 
 ``kandev-dq rules`` prints its table from here and the catalogue, and ``kandev-dq init`` writes
-the suites from here (:func:`kandev_dq.run.project.suite_plan`), so neither needs GX (slow to
+the suites from here (:func:`kandev_dq.run.plan.suite_plan`), so neither needs GX (slow to
 import) nor a project. Each expectation's severity and AC ids are declared here once, in its
 full-read suite: a live suite running it takes the same, and its verdict
 (:mod:`kandev_dq.verdicts`) and GX class read them from :func:`indexed`.

@@ -3,7 +3,8 @@
 The folder holds a copy of the project's data docs site as the run left it
 (``data_docs/index.html``), ``summary.json`` (exactly what ``check --format json`` prints) and
 ``SUMMARY.md`` for a reviewer: store (no password), dialect, activation state and keys,
-verdict, the failed and warned rules with their AC ids, the kandev-dq version and when it ran;
+verdict, the project's deviations from kandev-dq's rules, the failed and warned rules with their
+AC ids, the kandev-dq version and when it ran;
 and ``queries.sql``: one commented block per failed rule, the SELECT listing what it counted.
 A folder is written only if it is new, empty, or an earlier audit (it carries a marker file);
 rewriting an earlier audit replaces only what an audit writes.
@@ -132,6 +133,13 @@ def summary_markdown(report: CheckReport, ran_at: str, has_site: bool = True) ->
             else markdown_code(value)
         )
         lines.append(f"| {markdown_text(key)} | {shown} |")
+    if report.project_deviations:  # the verdict is the project's: each difference is named
+        lines += [
+            "",
+            f"## Project deviations from kandev-dq's rules: {len(report.project_deviations)}",
+            "",
+        ]
+        lines += [f"- {markdown_text(d.text())}" for d in report.project_deviations]
     for severity, title in (("error", "Failed rules (error)"), ("warning", "Warned rules")):
         flagged = report.failures(severity)
         lines += ["", f"## {title}: {len(flagged)}", ""]

@@ -5,6 +5,8 @@ the checkpoint ran them. A rule fails the build (``<failure>``) when it would fa
 command's exit code: an error-severity rule, or a warning under ``fail_on="warning"``. Other
 failed rules pass and carry their finding in ``<system-out>``, so a CI page still shows it.
 Each case names its AC ids and severity as properties; the finding is the failure's message.
+Each suite names the run's checkpoint and store, and each of the project's deviations from
+kandev-dq's rules (``project_deviation``, ``suite/expectation: kind: detail``), as properties.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class Report(Protocol):
     duration_s: float
     suite_seconds: dict[str, float]
     results: list
+    project_deviations: list
 
 
 def junit_xml(report: Report, fail_on: str = "error") -> str:
@@ -39,7 +42,8 @@ def junit_xml(report: Report, fail_on: str = "error") -> str:
     from kandev_dq.run.results import failing_severities
 
     failing = failing_severities(fail_on)
-    suites: dict[str, list[Rule]] = {}
+    # A suite that ran holding no rule (an emptied one) is a suite of no tests, not absent.
+    suites: dict[str, list[Rule]] = {name: [] for name in report.suite_seconds}
     for rule in report.results:
         suites.setdefault(rule.suite, []).append(rule)
     root = ET.Element("testsuites", name=f"kandev-dq {report.checkpoint}")
@@ -76,6 +80,10 @@ def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...
     properties = ET.SubElement(suite, "properties")
     for key, value in (("checkpoint", report.checkpoint), ("store", report.store)):
         ET.SubElement(properties, "property", name=key, value=xml_text(value))
+    for deviation in report.project_deviations:  # the run's verdict is the project's
+        ET.SubElement(
+            properties, "property", name="project_deviation", value=xml_text(deviation.text())
+        )
     cases = [_case(name, rule, failing) for rule in rules]
     suite.extend(cases)
     _set_counts(suite, tests=len(cases), failures=sum(c.find("failure") is not None for c in cases))

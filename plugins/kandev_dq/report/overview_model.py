@@ -4,7 +4,8 @@ What the data docs' overview page (:mod:`kandev_dq.report.overview_page`) and th
 summary show, read from the validation results store as plain JSON through GX's public store
 calls (``list_keys``, ``tuple_to_key``, the backend's ``get``), and from the records database:
 the run register, the latest suites of the store, the write-once baseline and accepted resets,
-the timeline and the changes since the last run of the same checkpoint.
+the timeline and the changes since the last run of the same checkpoint. Each run's project
+deviations are read from its results' ``meta``, where the results store put them.
 
 The validation results carry neither the store a run read nor the raw key values.
 ``kandev-dq check`` records both from the run's own snapshot before GX runs the checkpoint
@@ -26,6 +27,7 @@ from typing import Any
 from kandev_dq.contract.instants import ACTIVATION_KEYS
 from kandev_dq.report.history import Timeline, timeline
 from kandev_dq.run.changes import Changes, changes_since
+from kandev_dq.run.deviations import Deviation, stored_deviations
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, failed_by_severity, rule_result, suite_verdict
 from kandev_dq.run.results_store import records_of
@@ -88,6 +90,12 @@ class Run:
     @property
     def store(self) -> str | None:
         return (self.record or {}).get("store")
+
+    @property
+    def deviations(self) -> list[Deviation]:
+        """Where the run's project differed from kandev-dq's rules, as its results carry it
+        (stored with them on either path a checkpoint runs by)."""
+        return stored_deviations(s.data.get("meta") for s in self.suites)
 
     def failures(self, severity: str) -> int:
         return sum(s.failures(severity) for s in self.suites)

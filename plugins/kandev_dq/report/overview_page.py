@@ -1,7 +1,8 @@
 """The store overview page and the index's summary of it, as GX content blocks.
 
-``overview.html`` shows the store's AC-24c state with its three keys, the latest run's
-findings, the timeline chart, the AC-25 population table, the writer-health figures and the
+``overview.html`` shows the store's AC-24c state with its three keys (under a banner naming
+the latest run's project deviations from kandev-dq's rules, when there are any), the latest
+run's findings, the timeline chart, the AC-25 population table, the writer-health figures and the
 checkpoint runs (:func:`overview_document`); :func:`index_section` puts the overview in one line
 at the top of ``index.html``. Both are built from :class:`~kandev_dq.report.overview_model.Overview`
 with GX's public content blocks and rendered by the same page template as every other page
@@ -412,6 +413,7 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
             )
         )
         return RenderedSectionContent(content_blocks=blocks, section_name="Overview")
+    blocks.extend(_deviations_banner(latest))
     verdict, colour = _verdict(latest)
     store = latest.store or "not recorded"
     dialect = (latest.record or {}).get("dialect")
@@ -482,6 +484,27 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
             )
         )
     return RenderedSectionContent(content_blocks=blocks, section_name="Overview")
+
+
+def _deviations_banner(run: Run) -> list[Any]:
+    """A run whose project differed from kandev-dq's rules says so above its verdict, naming
+    each deviation (names from a project file: template parameters, escaped)."""
+    deviations = run.deviations
+    if not deviations:
+        return []
+    return [
+        _block(
+            "<strong>This run's project deviates from kandev-dq's rules in $n place(s)</strong>: "
+            "its verdict is the project's, not kandev-dq's (<code>--strict</code> refuses such "
+            "a run).",
+            {"n": str(len(deviations))},
+            classes=["alert", "alert-warning", "kandev-deviations"],
+        ),
+        RenderedBulletListContent(
+            bullet_list=[_string("$d", {"d": deviation.text()}) for deviation in deviations],
+            styling={"classes": ["col-12", "kandev-deviation-list"]},
+        ),
+    ]
 
 
 def _baseline_text(overview: Overview) -> str:

@@ -21,6 +21,7 @@ from kandev_dq.expectations.base import window_text
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
 from kandev_dq.run.changes import changes_since, rule_key
+from kandev_dq.run.deviations import Deviation, deviations_pointer, project_deviations
 from kandev_dq.run.inputs import chosen_store
 from kandev_dq.run.project import DATASOURCE, load_context, reads_live
 from kandev_dq.run.records import (
@@ -75,6 +76,9 @@ class CheckReport:
     #: What the automatic prune at the run's end dropped and kept (``--keep-days``,
     #: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``); None when no prune was asked for.
     pruned: Pruned | None = None
+    #: Where the project's checkpoint and suites differ from kandev-dq's rules: the verdict is
+    #: the project's (:mod:`kandev_dq.run.deviations`; empty when they do not).
+    project_deviations: list[Deviation] = field(default_factory=list)
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
@@ -120,6 +124,7 @@ def run_check(
     started = time.perf_counter()
     # A bad setting is a one-line error before anything is opened.
     keep_days = run_settings(keep_days, live=reads_live(checkpoint))
+    deviations = project_deviations(project, checkpoint)
     # The store and the records database, each read once (already, when the API vetted them).
     store = chosen_store(target)
     chosen_records = records_ref(project, records, allow_project_code=allow_project_code)
@@ -127,6 +132,7 @@ def run_check(
     with Records(chosen_records) as ledger:
         ledger.import_json_ledger(Path(project) / JSON_LEDGER)
         report = _run_with_records(project, store, checkpoint, progress, ledger, allow_project_code)
+        report.project_deviations = deviations
         if keep_days is not None:
             report.pruned = ledger.prune(keep_days)
         report.duration_s = round(time.perf_counter() - started, 3)
@@ -277,5 +283,11 @@ def verdict_line(report: CheckReport) -> str:
         f"{word}: checkpoint {report.checkpoint} run {report.run_name} at {report.run_time} "
         f"on {report.store} ({report.dialect}), "
         f"state {report.state}; {errors} error(s), {warnings} warning(s) "
-        f"of {len(report.results)} rules"
+        f"of {len(report.results)} rules{deviations_pointer(report.project_deviations)}"
     )
+
+
+def deviation_lines(report: CheckReport) -> list[str]:
+    """Each project deviation as the text report lists it (names from a project file: the
+    caller escapes the line)."""
+    return [f"deviation: {deviation.text()}" for deviation in report.project_deviations]

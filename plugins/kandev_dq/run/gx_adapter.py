@@ -29,8 +29,10 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   :class:`ValidationResultsStore` keeps GX's class name, which GX's config requires of a
   results store it is to keep (``DataContextConfig._init_stores``), reads keys back from the
   run-time format GX writes them in (``RunIdentifier.to_tuple``) in place of GX's own parse,
-  lists a bounded window of keys to GX's page builders, and stores a suite's ``success`` as
-  kandev-dq's verdict.
+  lists a bounded window of keys to GX's page builders, stores a suite's ``success`` as
+  kandev-dq's verdict, and adds to each result's ``meta`` its run's project deviations
+  (:mod:`kandev_dq.run.deviations`), read from the project at the ``root_directory`` GX gives
+  its stores, so the data docs name them whichever path ran the checkpoint.
 * **Telling a docs build which pages to render** (:func:`building_pages`): GX's
   ``update_data_docs`` action calls the site builder with no argument of kandev-dq's, so the
   run says which pages it wants through a context variable the builder reads
@@ -49,6 +51,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -59,6 +62,7 @@ from great_expectations.data_context.types.resource_identifiers import (
     ValidationResultIdentifier,
 )
 
+from kandev_dq.run.deviations import RESULT_META_KEY, result_deviations
 from kandev_dq.run.results import suite_success
 from kandev_dq.run.vetting import vet_on_gx_path
 
@@ -211,6 +215,8 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
         )
         self._keys: dict[tuple, Any] = {}
         self._listing: list | None = None
+        #: The project GX loaded this store for (None: a context without a folder).
+        self._root = (runtime_environment or {}).get("root_directory")
 
     def list_keys(self) -> list:
         """GX's listing of every stored key, unless a bounded window is in force
@@ -233,8 +239,17 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
         """Store a suite's result with GX's ``success`` set by kandev-dq's verdict (fail on
         error-severity rules only): GX's own ignores severity, so an info disclosure would fail
         a run through GX's API, its data docs status and its notifications, where
-        ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards."""
+        ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards.
+        The run's project deviations go in its ``meta``: the data docs read them per run."""
         suite_validation_result.success = suite_success(suite_validation_result)
+        if self._root:
+            meta = suite_validation_result.meta
+            meta[RESULT_META_KEY] = [
+                d.to_json()
+                for d in result_deviations(
+                    Path(self._root), meta.get("checkpoint_id"), suite_validation_result.suite_name
+                )
+            ]
         return super().store_validation_results(suite_validation_result, *args, **kwargs)
 
     def tuple_to_key(self, tuple_):

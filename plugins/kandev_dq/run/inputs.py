@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError
+from kandev_dq.run.deviations import refuse_deviations
 from kandev_dq.run.project import (
     CHECKPOINT_DIR,
     PROJECT_FILE,
@@ -63,13 +64,17 @@ def run_inputs(
     records: str | StoreRef | None,
     *,
     own_run_only: bool = False,
+    strict: bool = False,
 ) -> RunInputs:
     """A run's project folder, store and records database, once the folder (as data, unless
     the user opted in; ``own_run_only`` for a check, :func:`project_as_data`), the checkpoint
     name, the store and the records database have been vetted: bad input fails in well under
-    a second."""
+    a second. ``strict``: a project deviating from kandev-dq's rules is refused before the
+    store or the records database is opened (:func:`kandev_dq.run.deviations.refuse_deviations`)."""
     folder = project_as_data(project_folder(project), allow_project_code, own_run_only=own_run_only)
     checkpoint_name(folder, checkpoint)
+    if strict:
+        refuse_deviations(folder, checkpoint)
     ref = kandev_store(store)
     chosen = records_database(folder, records, allow_project_code, store=ref)
     return RunInputs(folder, ref, chosen)

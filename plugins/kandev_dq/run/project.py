@@ -12,21 +12,20 @@ password-free; the connections themselves come from kandev-dq (:mod:`kandev_dq.r
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import logging
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
 
-from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX
-from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.rule_index import LIVE_SUITES
 from kandev_dq.errors import KandevDqError
+
+# What init writes, as data (read without GX; a project's deviations are measured against it).
+from kandev_dq.run.plan import CHECKPOINTS, SUITE_NAMES, suite_plan
 
 # The project's parts, named once where the vetting (which reads them before GX) defines them.
 # URL_VARIABLE is the GX config variable the data source's URL comes from: users name a store
@@ -59,38 +58,6 @@ SUITE_ASSETS: dict[str, str] = {
 BATCH = "whole_table"
 
 
-#: Arguments a suite gives one of its expectations beyond the class's defaults.
-SUITE_KWARGS: dict[str, dict[str, Any]] = {
-    "expect_activation_state_to_be_in_set": {"accepted_states": ["fully_activated"]},
-}
-
-
-@dataclass(frozen=True)
-class Planned:
-    """One expectation of a suite as its JSON records it: GX's type name, GX's severity word
-    (``critical`` for kandev-dq's ``error``) and the suite's arguments."""
-
-    type: str
-    severity: str
-    kwargs: dict[str, Any]
-
-
-def suite_plan(suite: str) -> list[Planned]:
-    """A suite's expectations, in order, read without GX from the rule index (its one list of
-    which expectation runs in which suite at which severity). A live suite names itself to
-    each of its rules (``live_window``): its window starts from its own last stored run."""
-    live = {"live_window": suite} if suite in LIVE_SUITES else {}
-    return [
-        Planned(
-            rule.expectation,
-            Severity(rule.severity).gx,
-            copy.deepcopy(SUITE_KWARGS.get(rule.expectation, {})) | live,
-        )
-        for rule in RULE_INDEX
-        if rule.suite == suite
-    ]
-
-
 def suite_expectations(suite: str) -> list:
     """A suite's GX expectation objects, each at its class's own severity (imports GX)."""
     from great_expectations.expectations.registry import get_expectation_impl
@@ -105,17 +72,7 @@ def suite_expectations(suite: str) -> list:
 
 #: Suite name -> a function building its GX expectations (imported lazily: GX is slow to import).
 SUITES: dict[str, Callable[[], list]] = {
-    name: functools.partial(suite_expectations, name)
-    for name in ("activation", "writer_health", "rows", "schema", "backfill", *LIVE_SUITES)
-}
-
-#: Checkpoint name -> the suites it runs, in order.
-CHECKPOINTS: dict[str, tuple[str, ...]] = {
-    "nightly": ("activation", "writer_health", "rows"),
-    "pre_release": ("activation", "writer_health", "rows", "schema", "backfill"),
-    "post_migration": ("schema", "activation", "backfill"),
-    # Every few minutes: what changed since the last live run (kandev_dq.run.live_window).
-    "live": ("live_activation", "live_writer_health", "live_rows"),
+    name: functools.partial(suite_expectations, name) for name in SUITE_NAMES
 }
 
 

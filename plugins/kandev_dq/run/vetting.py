@@ -4,14 +4,15 @@ writes (docs/reliability.md, 3a).
 Checkouts written by others are checked with their own project. GX reads more than code from
 it: it imports the ``module_name`` a config names and builds the ``class_name`` (any callable:
 ``great_expectations.get_context`` as a site loads a second project) and puts
-``plugins_directory`` on ``sys.path``; its actions post to the URLs a checkpoint gives; its stores and sites write where
-their ``base_directory`` says; a suite may hold GX's own SQL-running expectations; and every
-``${VAR}``/``$VAR`` in a value is filled from the environment or a config variables file (a
-``secret|`` value from a cloud secret manager). Each is a channel for a stranger's project to
-run code, read secrets out, run SQL or write outside its folder. This module reads the yml, the
-checkpoints, the suites and the validation definitions before GX does, imports nothing of GX,
-and refuses anything else in one line naming the file and the entry (exit 2). Classes are
-vetted by an allowlist (:data:`STORE`, :data:`DOCS_SITE`), never by a pattern of names.
+``plugins_directory`` on ``sys.path``; its actions post to the URLs a checkpoint gives; its
+stores and sites write where their ``base_directory`` says; a suite may hold GX's own
+SQL-running expectations; and every ``${VAR}``/``$VAR`` in a value is filled from the
+environment or a config variables file (a ``secret|`` value from a cloud secret manager). Each
+is a channel for a stranger's project to run code, read secrets out, run SQL or write outside
+its folder. This module reads the yml, the checkpoints, the suites and the validation
+definitions before GX does, imports nothing of GX, and refuses anything else in one line naming
+the file and the entry (exit 2). Classes are vetted by an allowlist (:data:`STORE`,
+:data:`DOCS_SITE`), never by a pattern of names.
 """
 
 from __future__ import annotations
