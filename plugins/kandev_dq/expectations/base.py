@@ -37,6 +37,7 @@ from kandev_dq.errors import exception_message
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import gx_facts
+from kandev_dq.store.replication import Standby
 from kandev_dq.verdicts import verdict_of
 from kandev_dq.verdicts.base import Family, Finding, Verdict
 
@@ -107,7 +108,15 @@ def register_metric(
 #: a metric of the run layer (:mod:`kandev_dq.run.live_window`), decided once per validation.
 LIVE_KEY = "live_window"
 #: What the window metric adds to a windowed family's ``window`` fact besides its start.
-WINDOW_RECORD = ("suite", "store", "watermark", "previous", "overlap_minutes", "max_gap_hours")
+WINDOW_RECORD = (
+    "suite",
+    "store",
+    "watermark",
+    "previous",
+    "overlap_minutes",
+    "max_gap_hours",
+    "replica",
+)
 
 
 def register_facts(family: Family) -> str:
@@ -354,7 +363,12 @@ def window_text(window: dict[str, Any]) -> str:
     start = window.get("start")
     reads = window.get("reads") or {}
     served = "; ".join(f"{name}: {how}" for name, how in reads.items())
-    return f"read {'from ' + str(start) if start else 'in full'}: {window.get('reason')}. {served}"
+    replica = window.get("replica")
+    lag = f" The store is {Standby.from_json(replica).text()}." if replica else ""
+    return (
+        f"read {'from ' + str(start) if start else 'in full'}: {window.get('reason')}. "
+        f"{served}{lag}"
+    )
 
 
 def _window_block(window: dict[str, Any]) -> RenderedStringTemplateContent:

@@ -41,6 +41,7 @@ from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.reference import StoreRef
+from kandev_dq.store.replication import Standby
 from kandev_dq.store.snapshot import pinned
 
 SEVERITIES = tuple(severity.value for severity in Severity)
@@ -73,6 +74,9 @@ class CheckReport:
     #: Each live suite's window: from when (None: in full, and why), this run's watermark,
     #: and which reads an index served and which fell back to a scan.
     windows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The store is a PostgreSQL hot standby: its replay when the run's snapshot began (the lag
+    #: behind its primary, :class:`~kandev_dq.store.replication.Standby`); None on a primary.
+    replica: dict[str, Any] | None = None
     #: What the automatic prune at the run's end dropped and kept (``--keep-days``,
     #: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``); None when no prune was asked for.
     pruned: Pruned | None = None
@@ -169,6 +173,7 @@ def _run_with_records(
             keys = read_keys(run.connection)
             server = server_version(run.connection)
             amended = observe_subagents(run.connection).clauses_1_to_3_hold
+            standby = run.clock.standby if run.clock is not None else None
             # Before GX runs: the data docs it builds during the run show this record.
             record_run(
                 records, run_id, checkpoint, identity, store.shown, store.dialect, keys, amended
@@ -197,6 +202,7 @@ def _run_with_records(
             baseline_taken_at=baseline.taken_at if baseline else "",
             suite_seconds=suite_seconds,
         )
+        report.replica = standby.to_json() if standby is not None else None
         report.windows = live_windows(outcome)
         report.success = not report.failures("error")
         report.docs_index = _docs_index(project)
@@ -255,8 +261,15 @@ def live_windows(outcome) -> dict[str, dict[str, Any]]:
 
 def window_lines(report: CheckReport) -> list[str]:
     """How each live suite's window reads in the text report (the store's index names among
-    it, cut to a bounded length: the caller escapes the line)."""
-    return [f"{suite} {window_text(window)}" for suite, window in report.windows.items()]
+    it, cut to a bounded length: the caller escapes the line), after the standby's lag where
+    the store is one."""
+    replica = (
+        [f"replica: read on {Standby.from_json(report.replica).text()}"] if report.replica else []
+    )
+    return replica + [
+        f"{suite} {window_text({k: v for k, v in window.items() if k != 'replica'})}"
+        for suite, window in report.windows.items()
+    ]
 
 
 def _docs_index(project: Path) -> str | None:

@@ -9,18 +9,22 @@ and transactions in flight when the last snapshot began. Without such a result, 
 older than ``KANDEV_DQ_LIVE_MAX_GAP_HOURS`` (default 24), the suite reads everything since
 capture_since, as ``nightly`` does, and says why.
 
-This run's watermark is the instant its snapshot began (taken in Python, UTC, just before it:
-:attr:`kandev_dq.store.snapshot.PinnedRead.started_at`); on a checkpoint run through GX's own
-API, which pins no snapshot, the instant the window is decided, before any of the suite's
-facts are read. The metric reaches the records database the way the write-once ledger does
-(:mod:`kandev_dq.run.write_once`), so ``kandev-dq check``, the Python API and GX's own API share
-one history of live runs.
+This run's watermark is the instant its snapshot began by the store's own clock, read just
+before it (:attr:`kandev_dq.store.snapshot.PinnedRead.clock`); on a checkpoint run through GX's
+own API, which pins no snapshot, the instant the window is decided, before any of the suite's
+facts are read. On a PostgreSQL standby it is the primary's commit time of the last transaction
+replayed (:mod:`kandev_dq.store.replication`), so a watermark never runs ahead of the data the
+snapshot holds however far replay lags; a standby that has replayed nothing since it started,
+or lags more than ``KANDEV_DQ_LIVE_MAX_GAP_HOURS``, is read in full, and the window says why.
+The metric reaches the records database the way the write-once ledger does
+(:mod:`kandev_dq.run.write_once`), so ``kandev-dq check``, the Python API and GX's own API
+share one history of live runs.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -33,7 +37,9 @@ from kandev_dq.run.checkpoint import store_tag
 from kandev_dq.run.records import Records, now_text, refuse_the_store, results
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE, LiveSettings, live_settings
 from kandev_dq.run.write_once import records_of
+from kandev_dq.store.access import gx_facts
 from kandev_dq.store.reference import store_ref
+from kandev_dq.store.replication import Standby, server_clock
 from kandev_dq.store.snapshot import pin_of
 
 #: How many of a suite's newest stored results are read for this store's last watermark: runs
@@ -80,16 +86,40 @@ def _carried_watermark(value: str, identity: str) -> str | None:
 
 
 def decide(
-    suite: str, previous: str | None, watermark: datetime, settings: LiveSettings
+    suite: str,
+    previous: str | None,
+    watermark: datetime | None,
+    settings: LiveSettings,
+    standby: Standby | None = None,
 ) -> dict[str, Any]:
-    """The window (``start`` None: in full) and why, from the last run's watermark."""
+    """The window (``start`` None: in full) and why, from the last run's watermark and this
+    run's (None: unknown, a standby that has replayed nothing; none is recorded then)."""
     decided: dict[str, Any] = {
         "suite": suite,
-        "watermark": now_text(watermark),
+        "watermark": None if watermark is None else now_text(watermark),
         "previous": previous,
         "overlap_minutes": settings.overlap_minutes,
         "max_gap_hours": settings.max_gap_hours,
     }
+    if standby is not None:
+        decided["replica"] = standby.to_json()
+        stalled = standby.lag_seconds is not None and standby.lag_seconds > (
+            settings.max_gap_hours * 3600
+        )
+        if watermark is None or stalled:
+            return decided | {
+                "start": None,
+                "reason": (
+                    f"the store is {standby.text()}"
+                    + (
+                        f", more than {settings.max_gap_hours:g} h ({MAX_GAP_VARIABLE})"
+                        if stalled
+                        else ""
+                    )
+                    + ": everything since capture_since is read, as nightly reads it"
+                ),
+            }
+    assert watermark is not None  # a primary's or SQLite's clock always reads
     if previous is None:
         return decided | {
             "start": None,
@@ -149,10 +179,13 @@ def live_window(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
     store = store_ref(gx_engine.url)
     refuse_the_store(records.ref, store)  # validation never writes to the store
     pin = pin_of(gx_engine)
-    watermark = pin.started_at if pin is not None and pin.started_at else datetime.now(UTC)
+    clock = pin.clock if pin is not None and pin.clock is not None else None
+    if clock is None:  # GX's own path: the store's clock, before any of the suite's facts
+        clock = gx_facts(gx_engine, "server clock", server_clock)
     identity = store.ledger_name
     previous = last_watermark(records, str(suite), identity)
-    return decide(str(suite), previous, watermark, live_settings()) | {"store": identity}
+    decided = decide(str(suite), previous, clock.at, live_settings(), clock.standby)
+    return decided | {"store": identity}
 
 
 register_metric(LIVE_WINDOW, live_window, (LIVE_KEY,))

@@ -24,13 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
 from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
 from kandev_dq.store.observe import snapshot_observed
+from kandev_dq.store.replication import ServerClock, server_clock
 from kandev_dq.store.sqlite_driver import tolerate_bad_utf8
 
 Facts = dict[str, Any]
@@ -46,9 +46,10 @@ class PinnedRead:
     unreadable: Unreadable = field(default_factory=Unreadable)
     #: The GX run name of the run reading it (the key ledger records who saw a key first).
     run_name: str | None = None
-    #: When the snapshot began, in UTC, taken just before it: a live run's watermark (every
-    #: change it can see was committed by then; the window's overlap covers the writer's clock).
-    started_at: datetime | None = None
+    #: The store's clock read just before the snapshot began: a live run's watermark (every
+    #: change it can see was committed by then; the window's overlap covers the writer's clock),
+    #: and a standby's replay (:mod:`kandev_dq.store.replication`).
+    clock: ServerClock | None = None
 
 
 #: Engine -> the pinned read its facts are taken from while a run lasts (by identity).
@@ -77,12 +78,17 @@ def begin_snapshot(conn: sa.Connection) -> None:
 
 
 @contextmanager
-def read_snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
-    """A connection inside one consistent read-only transaction, rolled back afterwards."""
+def read_snapshot(
+    engine: sa.Engine, before: Callable[[sa.Connection], None] | None = None
+) -> Iterator[sa.Connection]:
+    """A connection inside one consistent read-only transaction, rolled back afterwards
+    (``before`` reads on it first, outside the transaction)."""
     with engine.connect() as raw:
         if raw.dialect.name == "sqlite":  # also GX's own engine, when a suite runs unpinned
             tolerate_bad_utf8(raw.connection.driver_connection)
         conn = raw.execution_options(isolation_level="AUTOCOMMIT")
+        if before is not None:
+            before(conn)
         begin_snapshot(conn)
         try:
             with snapshot_observed(conn):
@@ -101,9 +107,9 @@ def pinned(
     reader = engine if reader is None else reader
     if reader in _pins:
         raise RuntimeError("this engine already reads a pinned snapshot")
-    started_at = datetime.now(UTC)
-    with read_snapshot(engine) as conn:
-        run = PinnedRead(conn, run_name=run_name, started_at=started_at)
+    clock: list[ServerClock] = []
+    with read_snapshot(engine, lambda conn: clock.append(server_clock(conn))) as conn:
+        run = PinnedRead(conn, run_name=run_name, clock=clock[0])
         _pins[reader] = run
         try:
             yield run
