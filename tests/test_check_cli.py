@@ -26,8 +26,12 @@ CHECK_JSON_KEYS = {
 }
 
 
-def kandev_dq(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
+def kandev_dq(
+    *args: str, cwd=None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """The CLI in a new process, without the caller's ``$KANDEV_STORE_URL``; ``env`` adds
+    variables (a libpq service file)."""
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"} | (env or {})
     return subprocess.run(
         [sys.executable, "-c", "from kandev_dq.cli import main; main()", *args],
         capture_output=True,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kandev_dq.errors import KandevDqError
+from kandev_dq.errors import KandevDqError, StoreError
 from kandev_dq.run.settings import RECORDS_VARIABLE, records_option
 from kandev_dq.store.reference import StoreRef, shown_records, sqlite_path, store_ref
 
@@ -110,17 +110,26 @@ def _inside(root: Path, url: str) -> bool:
     return ref.file is not None and ref.file.is_relative_to(Path(root).resolve())
 
 
-def same_database(a, b) -> bool:
-    """Whether two databases (references, URLs or their text) are one
+def same_database(records, store) -> bool:
+    """Whether the records database and the store (references, URLs or their text) are one
     (:meth:`~kandev_dq.store.reference.StoreRef.same_database`)."""
-    return store_ref(a).same_database(store_ref(b))
+    return store_ref(records).same_database(store_ref(store))
 
 
 def refuse_the_store(records, store) -> None:
     """Exit 2 when the records database is the store under validation (each a reference, a
-    URL or its text): validation never writes to the store it validates."""
+    URL or its text), or when that cannot be told (fail closed: an identity that cannot be
+    read is never taken for another database): validation never writes to the store it
+    validates (docs/reliability.md, 3a)."""
     records = store_ref(records)
-    if records.same_database(store_ref(store)):
+    try:
+        same = same_database(records, store)
+    except StoreError as exc:
+        raise StoreError(
+            f"cannot tell whether the records database {records.shown} is the store under "
+            f"validation, so nothing is written: {exc}"
+        ) from None
+    if same:
         raise KandevDqError(
             f"the records database {records.shown} is the store under validation: "
             f"name another one with --records or {RECORDS_VARIABLE}"

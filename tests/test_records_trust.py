@@ -1,0 +1,161 @@
+"""The records database, trusted only as far as it can be: told apart from the store under
+validation by what it is, however it is spelled, and never one a checkout shipped or linked
+elsewhere (docs/reliability.md, 3a and 8)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+from kandev_dq.lab.storebuilder import StoreBuilder
+from tests.conftest import fresh_pg_database
+from tests.test_check_cli import kandev_dq
+
+CAPTURE = "2026-07-30T01:39:37.271235Z"
+
+
+def _healthy(target) -> None:
+    StoreBuilder(target.engine).create().keys(CAPTURE, "", CAPTURE)
+    target.engine.dispose()
+
+
+def _records_tables(engine: sa.Engine) -> list[str]:
+    """The records tables a PostgreSQL database holds, in any schema."""
+    query = "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'kandev_dq%'"
+    with engine.connect() as conn:
+        return list(conn.execute(sa.text(query)).scalars())
+
+
+# --- A. the store under another spelling, on every form libpq reads ----------------------------
+
+
+def _spellings(url, service_file: Path) -> dict[str, str]:
+    """The store's database as libpq lets a user name it, none spelled as the store is: a
+    session that must be read-write (which the read-only option refuses), options, a service,
+    a host given by its address, several hosts (libpq's URL, its key=value form, SQLAlchemy's
+    query)."""
+    user, port, db = url.username, url.port, url.database
+    service = f"kdq_{uuid.uuid4().hex[:8]}"
+    service_file.write_text(
+        f"[{service}]\nhost=localhost\nport={port}\ndbname={db}\nuser={user}\n"
+        "target_session_attrs=read-write\n",
+        encoding="utf-8",
+    )
+    return {
+        "target_session_attrs": (
+            f"postgresql://{user}@localhost:{port}/{db}?target_session_attrs=read-write"
+        ),
+        "conninfo": (
+            f"host=localhost port={port} dbname={db} user={user} "
+            "options='-c search_path=public' target_session_attrs=read-write"
+        ),
+        "options": f"postgresql://{user}@localhost:{port}/{db}?options=-c%20search_path%3Dpublic",
+        "service": f"service={service}",
+        "service_url": f"postgresql:///?service={service}",
+        "hostaddr": f"host=kandev-store.invalid hostaddr=127.0.0.1 port={port} dbname={db} "
+        f"user={user} target_session_attrs=read-write",
+        "several_hosts_url": f"postgresql://{user}@localhost:{port},127.0.0.1:{port}/{db}"
+        "?target_session_attrs=read-write",
+        "several_hosts_conninfo": f"host=kandev-store.invalid,localhost port={port} dbname={db} "
+        f"user={user} connect_timeout=2",
+        "several_hosts_query": f"postgresql://{user}@/{db}"
+        f"?host=localhost:{port}&host=127.0.0.1:{port}&target_session_attrs=read-write",
+    }
+
+
+def test_the_store_under_every_libpq_spelling_is_refused_as_records_and_gets_no_table(
+    pg_target, project, tmp_path
+):
+    """Whatever form names the store's database as the records database (a session asked to
+    be read-write, options, a service, a host address, several hosts), ``check`` is exit 2
+    naming the refusal, and the store's database gets no records table in any schema."""
+    _healthy(pg_target)
+    service_file = tmp_path / "pg_service.conf"
+    env = {"PGSERVICEFILE": str(service_file)}
+    for form, records in _spellings(make_url(pg_target.url), service_file).items():
+        done = kandev_dq(
+            *("check", "--store", pg_target.url, "--project", str(project)),
+            *("--records", records, "-q"),
+            env=env,
+        )
+        assert done.returncode == 2, (form, done.stdout, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert "is the store under validation" in line, (form, line)
+        assert _records_tables(pg_target.engine) == [], form
+
+
+def test_a_records_database_whose_identity_cannot_be_read_is_refused(pg_target, project):
+    """A records database on the store's server whose role may not read the server's start
+    time (revoked from PUBLIC in that database): what it is cannot be told, so it is refused
+    (exit 2, one line saying why), never taken for another database and written to."""
+    _healthy(pg_target)
+    role = f"kdq_blind_{uuid.uuid4().hex[:8]}"
+    admin = sa.create_engine(make_url(pg_target.url)._replace(query={}))
+    with admin.begin() as conn:
+        conn.exec_driver_sql(f'CREATE ROLE "{role}" LOGIN')
+    admin.dispose()
+    try:
+        with fresh_pg_database("kdq_blind") as blind:
+            owner = sa.create_engine(blind)
+            with owner.begin() as conn:
+                conn.exec_driver_sql(f'GRANT CREATE ON SCHEMA public TO "{role}"')
+                conn.exec_driver_sql(
+                    "REVOKE EXECUTE ON FUNCTION pg_postmaster_start_time() FROM PUBLIC"
+                )
+            records = f"postgresql://{role}@localhost:{blind.port}/{blind.database}"
+            done = kandev_dq(
+                *("check", "--store", pg_target.url, "--project", str(project)),
+                *("--records", records, "-q"),
+            )
+            assert done.returncode == 2, (done.stdout, done.stderr)
+            [line] = done.stderr.strip().splitlines()
+            assert "cannot tell whether the records database" in line, line
+            assert "pg_postmaster_start_time" in line, line
+            assert _records_tables(owner) == []
+            owner.dispose()
+    finally:
+        admin = sa.create_engine(make_url(pg_target.url)._replace(query={}))
+        with admin.begin() as conn:
+            conn.exec_driver_sql(f'DROP ROLE "{role}"')
+        admin.dispose()
+
+
+def test_an_unreachable_records_server_beside_a_postgresql_store_is_one_line(pg_target, project):
+    """The records database's server not answering, beside a reachable store on PostgreSQL:
+    exit 2, one line naming the records database without its password, nothing written."""
+    _healthy(pg_target)
+    done = kandev_dq(
+        *("check", "--store", pg_target.url, "--project", str(project)),
+        *("--records", "postgresql://kandev:s3cret-pw@127.0.0.1:9/records", "-q"),
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert "records database postgresql://127.0.0.1:9/records" in line, line
+    assert "cannot reach" in line and "s3cret-pw" not in done.stderr
+    assert _records_tables(pg_target.engine) == []
+    assert not (project / "uncommitted").exists()
+
+
+def test_an_unreachable_store_says_so_before_the_records_database(pg_target, project):
+    """A store that cannot be reached fails first with its own error, whichever the records
+    database: the user reads what is wrong with the store."""
+    done = kandev_dq(
+        *("check", "--store", "postgresql://kandev@127.0.0.1:9/store", "--project", str(project)),
+        *("--records", pg_target.url, "-q"),
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("kandev-dq: error: cannot reach postgresql://127.0.0.1:9/store"), line
+    assert "records" not in line
+
+
+@pytest.fixture(autouse=True)
+def _no_inherited_records(monkeypatch):
+    """Each case names its own records database: none comes from the environment."""
+    monkeypatch.delenv("KANDEV_DQ_RECORDS_URL", raising=False)
+    monkeypatch.delenv("PGSERVICEFILE", raising=False)
+    monkeypatch.delenv("PGSERVICE", raising=False)
