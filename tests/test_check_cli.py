@@ -22,7 +22,8 @@ CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
     "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
-    *("records", "baseline_taken_at", "changes", "suite_seconds", "windows", "pruned"),
+    *("records", "baseline_taken_at", "baseline_run", "changes", "suite_seconds", "windows"),
+    "pruned",
 }
 
 

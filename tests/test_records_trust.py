@@ -4,6 +4,8 @@ elsewhere (docs/reliability.md, 3a and 8)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.run.records import DEFAULT_RECORDS, RECORDS_VARIABLE, Records
 from tests.conftest import fresh_pg_database
 from tests.test_check_cli import kandev_dq
 
@@ -159,3 +162,84 @@ def _no_inherited_records(monkeypatch):
     monkeypatch.delenv("KANDEV_DQ_RECORDS_URL", raising=False)
     monkeypatch.delenv("PGSERVICEFILE", raising=False)
     monkeypatch.delenv("PGSERVICE", raising=False)
+
+
+# --- B. a records database that came with the checkout ---------------------------------------
+
+
+def _git(folder: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=kandev", "-c", "user.email=kandev@example.invalid", *args],
+        cwd=folder,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _checkout_shipping_records(project: Path) -> Path:
+    """The project as a git checkout that tracks its default records database (made by this
+    kandev-dq, as a forged one would be)."""
+    records = project / DEFAULT_RECORDS
+    Records(str(records)).dispose()
+    _git(project, "init", "-q", ".")
+    _git(project, "add", "-f", ".")
+    _git(project, "commit", "-q", "-m", "a checkout")
+    return records
+
+
+def test_a_records_database_the_checkout_ships_is_refused_unless_the_user_names_it(
+    sqlite_target, project, tmp_path
+):
+    """``uncommitted/records.db`` tracked by git came with the checkout (a forged baseline
+    would pass a rewritten key): the default is refused in one line saying why and how to
+    proceed, nothing written to it; named with ``--records`` or the variable, it is used. The
+    checkout's ``core.fsmonitor``, a command git runs when it reads the index, never runs."""
+    _healthy(sqlite_target)
+    records = _checkout_shipping_records(project)
+    ran = tmp_path / "fsmonitor-ran"
+    _git(project, "config", "core.fsmonitor", f"touch '{ran}'; false")
+    before = records.read_bytes()
+    store = ("--store", sqlite_target.url, "--project", str(project), "-q")
+    done = kandev_dq("check", *store)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    [line] = done.stderr.strip().splitlines()
+    assert "git tracks it" in line and "--records" in line and RECORDS_VARIABLE in line, line
+    assert records.read_bytes() == before
+    assert not ran.exists()
+    done = kandev_dq("check", *store, "--records", str(records), "--format", "json")
+    assert done.returncode in (0, 1), done.stderr
+    assert json.loads(done.stdout)["records"] == f"sqlite:///{records}"
+    done = kandev_dq("check", *store, env={RECORDS_VARIABLE: str(records)})
+    assert done.returncode in (0, 1), done.stderr
+    assert not ran.exists()
+
+
+def test_a_records_database_git_does_not_track_is_used(sqlite_target, project):
+    """The same file in a checkout that does not track it (ignored, as ``uncommitted/`` is):
+    the default records database, used."""
+    _healthy(sqlite_target)
+    _git(project, "init", "-q", ".")
+    (project / ".gitignore").write_text("uncommitted/\n", encoding="utf-8")
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "a checkout")
+    Records(str(project / DEFAULT_RECORDS)).dispose()
+    done = kandev_dq("check", "--store", sqlite_target.url, "--project", str(project), "-q")
+    assert done.returncode in (0, 1), done.stderr
+
+
+def test_a_pass_names_the_baseline_it_rests_on(target, project):
+    """When the write-once rules pass against a baseline taken before this run, the text
+    report says when it was taken and by which run (a records database that came from
+    elsewhere shows a run this machine never made); a first run, which takes it, says the
+    baseline is new instead."""
+    _healthy(target)
+    store = ("--store", target.url, "--project", str(project))
+    first = kandev_dq("check", *store, "-q", "--format", "json")
+    report = json.loads(first.stdout)
+    assert report["baseline_run"] == report["run_name"], report
+    again = kandev_dq("check", *store, "-q")
+    assert again.returncode in (0, 1), again.stderr
+    said = f"baseline taken {report['baseline_taken_at']} by run {report['run_name']}"
+    assert said in again.stdout, again.stdout
+    fresh = kandev_dq("check", *store, "-q", "--records", str(project / "other.db"))
+    assert "baseline taken" not in fresh.stdout and "baseline recorded now" in fresh.stdout

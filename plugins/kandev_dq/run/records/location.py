@@ -3,12 +3,16 @@
 ``--records URL``, else ``$KANDEV_DQ_RECORDS_URL``, else the ``url`` of the validation results
 store's backend in ``great_expectations.yml``, else ``uncommitted/records.db`` (the precedence
 of :func:`kandev_dq.run.settings.chosen`). The records database is never the store under
-validation (:func:`refuse_the_store`), and a project's yml may name one outside its folder only
-under ``--allow-project-code`` (docs/reliability.md, 3a).
+validation (:func:`refuse_the_store`), a project's yml may name one outside its folder only
+under ``--allow-project-code``, and one the project chose is never a file the checkout shipped
+(docs/reliability.md, 3a).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError, StoreError
@@ -18,6 +22,8 @@ from kandev_dq.store.reference import StoreRef, shown_records, sqlite_path, stor
 DEFAULT_RECORDS = Path("uncommitted") / "records.db"
 #: The key ledger kept as a JSON file before the records database: imported on first use.
 JSON_LEDGER = Path("uncommitted") / "key_ledger.json"
+#: How long asking git whether it tracks the records file may take (a huge index, a slow disk).
+GIT_TIMEOUT_S = 10
 
 
 def configured_url(root: Path) -> str | None:
@@ -47,7 +53,9 @@ def records_ref(
 
     A project is data (docs/reliability.md, 3a): its yml may keep records only in a SQLite file
     inside its own folder. Anything else (a server the project's author chose would receive
-    the store's samples) needs ``--allow-project-code``, or the user's own ``--records``.
+    the store's samples) needs ``--allow-project-code``, or the user's own ``--records``. A
+    records file the project chose that git tracks came with the checkout, and is refused
+    (:func:`_refuse_shipped_records`).
 
     A SQLite file's folder is created only inside the project (``uncommitted/``): elsewhere a
     missing folder, or a file where a folder should be, is a one-line error naming the records
@@ -55,7 +63,12 @@ def records_ref(
     it would give."""
     if isinstance(given, StoreRef):
         return _refuse_missing_folder(root, given)
-    return _refuse_missing_folder(root, store_ref(_chosen_records(root, given, allow_project_code)))
+    users = records_option(given)
+    if users is not None:
+        return _refuse_missing_folder(root, store_ref(users))
+    projects = store_ref(_projects_records(root, allow_project_code))
+    _refuse_shipped_records(root, projects)
+    return _refuse_missing_folder(root, projects)
 
 
 def records_url(root: Path, given: str | None = None, *, allow_project_code: bool = False) -> str:
@@ -63,10 +76,8 @@ def records_url(root: Path, given: str | None = None, *, allow_project_code: boo
     return records_ref(root, given, allow_project_code=allow_project_code).given
 
 
-def _chosen_records(root: Path, given: str | None, allow_project_code: bool) -> str:
-    users = records_option(given)
-    if users is not None:
-        return users
+def _projects_records(root: Path, allow_project_code: bool) -> str:
+    """The records database the project chooses: its yml's setting, else the default file."""
     configured = configured_url(root)
     if configured:
         if not allow_project_code and not _inside(root, configured):
@@ -80,6 +91,53 @@ def _chosen_records(root: Path, given: str | None, allow_project_code: bool) -> 
             return str((Path(root) / configured).resolve())
         return configured
     return str((Path(root) / DEFAULT_RECORDS).resolve())
+
+
+def _refuse_shipped_records(root: Path, records: StoreRef) -> None:
+    """Refuse a records file the project chose that git tracks: it came with the checkout,
+    and a forged key ledger baseline or live watermark in it would pass a rewritten key
+    (AC-24) or skip new faults. The user may still name it (``--records``)."""
+    if records.file is None or not _tracked_by_git(Path(root), records.file):
+        return
+    raise KandevDqError(
+        f"records database {records.shown}: git tracks it in this checkout, so its key ledger "
+        "and watermarks came with the checkout, not from runs on this machine; if you trust "
+        f"it, name it with --records or {RECORDS_VARIABLE}, else remove it from git "
+        "(`git rm --cached`) and let the next run start a new one"
+    )
+
+
+#: git run on a checkout someone else wrote: settings on the command line win over every
+#: config file, and ``core.fsmonitor`` is the one a checkout's ``.git/config`` could use to
+#: run a command while git reads the index (hooks do not run on ``ls-files``: set anyway).
+_SAFE_GIT = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-pager")
+
+
+def _tracked_by_git(root: Path, file: Path) -> bool:
+    """Whether git tracks ``file`` in the repository holding ``root``. git itself reads its
+    index rather than kandev-dq parsing it: four index versions, split and sparse indexes and
+    worktrees' ``gitdir`` links are git's to read, and a misread would let a shipped file
+    through; git runs with no system config, no ``GIT_*`` variable of the caller's (one could
+    point it at another repository) and the settings above. No git, or no repository: not
+    tracked."""
+    git = shutil.which("git")
+    if git is None:
+        return False
+    env = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
+    env |= {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+    try:
+        done = subprocess.run(
+            [git, *_SAFE_GIT, "-C", str(root), "ls-files", "--error-unmatch", "--", str(file)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def _refuse_missing_folder(root: Path, records: StoreRef) -> StoreRef:
