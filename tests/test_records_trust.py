@@ -5,6 +5,7 @@ elsewhere (docs/reliability.md, 3a and 8)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -243,3 +244,69 @@ def test_a_pass_names_the_baseline_it_rests_on(target, project):
     assert said in again.stdout, again.stdout
     fresh = kandev_dq("check", *store, "-q", "--records", str(project / "other.db"))
     assert "baseline taken" not in fresh.stdout and "baseline recorded now" in fresh.stdout
+
+
+# --- C. hard links out of the project ----------------------------------------------------------
+
+
+def test_a_hard_linked_records_file_is_refused_and_the_other_file_unchanged(
+    sqlite_target, project, tmp_path
+):
+    """``uncommitted/records.db`` (or its ``-wal``) hard-linked to a file outside the project:
+    a write would change that file too, so the run is exit 2 in one line, the file as it was."""
+    _healthy(sqlite_target)
+    outside = tmp_path / "outside.db"
+    Records(str(outside)).dispose()
+    before = outside.read_bytes()
+    records = project / DEFAULT_RECORDS
+    records.parent.mkdir()
+    store = ("--store", sqlite_target.url, "--project", str(project), "-q")
+    for linked in (records, records.with_name(records.name + "-wal")):
+        if linked != records:
+            Records(str(records)).dispose()
+        os.link(outside, linked)
+        done = kandev_dq("check", *store)
+        assert done.returncode == 2, (linked, done.stdout, done.stderr)
+        [line] = done.stderr.strip().splitlines()
+        assert f"{linked} has 2 names (hard links)" in line, line
+        assert outside.read_bytes() == before
+        linked.unlink()
+
+
+@pytest.mark.parametrize("written", ["by init", "before the replacing backend"])
+def test_a_hard_linked_data_docs_page_is_replaced_not_written_through(
+    written, sqlite_target, project, tmp_path
+):
+    """Data docs pages, the index, the overview and the static assets hard-linked to files
+    outside the project: after a check each outside file is byte-identical and the site holds
+    the new page (written under a new name and renamed into place), in a project as ``init``
+    writes it and in one written before, whose yml names GX's own backend."""
+    if written != "by init":
+        yml = project / "great_expectations.yml"
+        named = (
+            "module_name: kandev_dq.report.site\n      class_name: ReplacingFilesystemStoreBackend"
+        )
+        assert named in yml.read_text()
+        yml.write_text(yml.read_text().replace(named, "class_name: TupleFilesystemStoreBackend"))
+    _healthy(sqlite_target)
+    store = ("--store", sqlite_target.url, "--project", str(project), "-q")
+    assert kandev_dq("check", *store).returncode in (0, 1)
+    site = project / "uncommitted" / "data_docs" / "local_site"
+    pages = [
+        site / "index.html",
+        site / "overview.html",
+        next((site / "static").rglob("*.css")),
+        next((site / "expectations").rglob("*.html")),
+    ]
+    outside = {}
+    for n, page in enumerate(pages):
+        victim = tmp_path / f"victim-{n}"
+        victim.write_bytes(b"the user's own file\n")
+        page.unlink()
+        os.link(victim, page)
+        outside[page] = victim
+    assert kandev_dq("check", *store).returncode in (0, 1)
+    for page, victim in outside.items():
+        assert victim.read_bytes() == b"the user's own file\n", page
+        assert page.stat().st_nlink == 1 and page.read_bytes() != victim.read_bytes(), page
+    assert not list(site.rglob(".*.tmp"))

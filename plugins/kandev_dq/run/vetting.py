@@ -69,6 +69,10 @@ BACKEND_KEYS: dict[str, frozenset[str]] = {
     FILESYSTEM_BACKEND: frozenset(
         {"class_name", "module_name", "base_directory", "suppress_store_backend_id"}
     ),
+    # kandev-dq's data docs backend: GX's, replacing each file it writes (kandev_dq.report.site).
+    "ReplacingFilesystemStoreBackend": frozenset(
+        {"class_name", "module_name", "base_directory", "suppress_store_backend_id"}
+    ),
     "InMemoryStoreBackend": frozenset({"class_name", "module_name"}),
     # Its url is vetted with the other records settings (kandev_dq.run.records.records_url).
     RECORDS_BACKEND: frozenset({"class_name", "module_name", "url"}),

@@ -62,13 +62,13 @@ def records_ref(
     database, with nothing created. Text that is no database URL is the one-line error opening
     it would give."""
     if isinstance(given, StoreRef):
-        return _refuse_missing_folder(root, given)
+        return _refuse_linked_files(_refuse_missing_folder(root, given))
     users = records_option(given)
     if users is not None:
-        return _refuse_missing_folder(root, store_ref(users))
+        return _refuse_linked_files(_refuse_missing_folder(root, store_ref(users)))
     projects = store_ref(_projects_records(root, allow_project_code))
     _refuse_shipped_records(root, projects)
-    return _refuse_missing_folder(root, projects)
+    return _refuse_linked_files(_refuse_missing_folder(root, projects))
 
 
 def records_url(root: Path, given: str | None = None, *, allow_project_code: bool = False) -> str:
@@ -155,6 +155,31 @@ def _refuse_missing_folder(root: Path, records: StoreRef) -> StoreRef:
             f"records database {records.shown}: the folder {folder} does not exist; "
             "create it first, or name a records database in a folder that exists"
         )
+    return records
+
+
+#: A SQLite records database's files: the database, and the side files SQLite writes beside it.
+_SQLITE_FILES = ("", "-wal", "-journal", "-shm")
+
+
+def _refuse_linked_files(records: StoreRef) -> StoreRef:
+    """``records``, unless its SQLite file or a side file has another name (a hard link, which
+    a checkout can ship, to a file anywhere on the disk): a write to it would change that other
+    file too (docs/reliability.md, 3a)."""
+    if records.file is None:
+        return records
+    for suffix in _SQLITE_FILES:
+        path = records.file.with_name(records.file.name + suffix)
+        try:
+            links = path.stat().st_nlink
+        except OSError:  # none there; one that cannot be read is the open's to report
+            continue
+        if links > 1:
+            raise KandevDqError(
+                f"records database {records.shown}: {path} has {links} names (hard links), so "
+                "a write to it would change another file too; give the records database a file "
+                "of its own (a copy) or name another with --records"
+            )
     return records
 
 
