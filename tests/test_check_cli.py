@@ -22,13 +22,18 @@ CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
     "results",
     *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
-    *("records", "baseline_taken_at", "changes", "suite_seconds", "windows", "pruned"),
+    *("records", "baseline_taken_at", "baseline_run", "changes", "suite_seconds", "windows"),
+    *("pruned", "replica"),  # the standby's replay: None on a primary and on SQLite
     "project_deviations",  # where the project differs from kandev-dq's rules: [] for init's
 }
 
 
-def kandev_dq(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"}
+def kandev_dq(
+    *args: str, cwd=None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """The CLI in a new process, without the caller's ``$KANDEV_STORE_URL``; ``env`` adds
+    variables (a libpq service file)."""
+    env = {k: v for k, v in os.environ.items() if k != "KANDEV_STORE_URL"} | (env or {})
     return subprocess.run(
         [sys.executable, "-c", "from kandev_dq.cli import main; main()", *args],
         capture_output=True,

@@ -191,3 +191,34 @@ def test_the_overview_model_has_no_gx_import_of_its_own():
     }
     assert "kandev_dq.run.results_store" in imported  # the walk sees the module's imports
     assert not {name for name in imported if name.split(".")[0] == "great_expectations"}
+
+
+def test_gx_writes_every_site_file_through_the_configured_backends_set(tmp_path):
+    """``ReplacingFilesystemStoreBackend`` replaces GX's ``_set`` alone: GX's site store builds
+    each of its four backends (pages of suites and of results, the index, static assets) from
+    the site's ``store_backend`` class, and GX's ``_set(key, value, **kwargs)`` writes the
+    file its key names under ``full_base_directory`` and returns its path, as the override
+    does."""
+    import inspect
+
+    from great_expectations.data_context.store import HtmlSiteStore
+    from great_expectations.data_context.store.tuple_store_backend import (
+        TupleFilesystemStoreBackend,
+    )
+
+    params = list(inspect.signature(TupleFilesystemStoreBackend._set).parameters)
+    assert params == ["self", "key", "value", "kwargs"]
+    config = {"base_directory": "site", "root_directory": str(tmp_path)}
+    site = HtmlSiteStore(
+        store_backend=config
+        | {"module_name": "kandev_dq.report.site", "class_name": "ReplacingFilesystemStoreBackend"}
+    )
+    assert {type(b) for b in site.store_backends.values()} == {
+        gx_site.ReplacingFilesystemStoreBackend
+    }
+    gx_own = TupleFilesystemStoreBackend(**config | {"base_directory": "gx"})
+    ours = gx_site.ReplacingFilesystemStoreBackend(**config)
+    key = ("static", "styles", "page.css")
+    written = [Path(b._set(key, "body {}")) for b in (gx_own, ours)]
+    assert [p.relative_to(tmp_path).parts[1:] for p in written] == [key, key]
+    assert [p.read_text() for p in written] == ["body {}", "body {}"]

@@ -153,6 +153,9 @@ def print_report(report, headline: str) -> None:
     for r in report.results:  # the first sighting is said, never a silent vacuous pass (AC-24)
         if r.expectation == BASELINE_DISCLOSURE and not r.success:
             say(one_line(f"note: {r.message} (records: {report.records})"))
+    baseline = report.write_once_baseline()  # its time and run come from the records: escaped
+    if baseline is not None:
+        say(one_line(baseline))
     if report.state != "fully_activated" and report.state_explanation:
         say(one_line(report.state_explanation))
     for line in window_lines(report):  # what a live run read, and through which index

@@ -37,10 +37,13 @@ from __future__ import annotations
 import copy
 import logging
 import mimetypes
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 from great_expectations.core.util import nested_update
+from great_expectations.data_context.store.tuple_store_backend import TupleFilesystemStoreBackend
 from great_expectations.data_context.types.resource_identifiers import (
     ExpectationSuiteIdentifier,
     ValidationResultIdentifier,
@@ -81,6 +84,8 @@ from kandev_dq.text import html_inert
 
 logger = logging.getLogger(__name__)
 
+#: The module a project's yml names for the site's classes (it re-exports them from here).
+SITE_MODULE = "kandev_dq.report.site"
 ASSETS = Path(__file__).resolve().parent / "docs_assets"
 TEMPLATES = ASSETS / "templates"
 STATIC = ASSETS / "static"
@@ -390,7 +395,7 @@ class KandevSiteBuilder(SiteBuilder):
         )
         super().__init__(
             data_context,
-            store_backend,
+            _replacing(dict(store_backend)),  # a project written before it names GX's
             site_name=site_name,
             site_index_builder=index,
             show_how_to_buttons=show_how_to_buttons,
@@ -445,6 +450,46 @@ class KandevSiteBuilder(SiteBuilder):
         self.target_store.store_backends["static_assets"].set(
             (OVERVIEW_PAGE,), page, content_type="text/html; charset=utf-8"
         )
+
+
+class ReplacingFilesystemStoreBackend(TupleFilesystemStoreBackend):
+    """GX's filesystem backend for a data docs site, writing each file (a page, the index,
+    the overview, a static asset) whole under a new name in its folder and renaming it into
+    place (``os.replace``): a file a checkout hard-linked to one elsewhere is replaced, never
+    written through (docs/reliability.md, 3a), and a reader never sees half a page. Overrides
+    GX's protected ``_set``, pinned in ``tests/test_gx_site.py``."""
+
+    def _set(self, key, value, **kwargs):
+        if not isinstance(key, tuple):
+            key = key.to_tuple()
+        path = Path(self.full_base_directory, self._convert_key_to_filepath(key))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        written = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        # O_EXCL: never an existing file (nor a link) under the new name; mode 0o666 less the
+        # umask, as GX's own open() gives a page.
+        fd = os.open(written, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(value.encode("utf-8") if isinstance(value, str) else value)
+            os.replace(written, path)
+        except BaseException:
+            written.unlink(missing_ok=True)
+            raise
+        return str(path)
+
+
+def _replacing(store_backend: dict) -> dict:
+    """``store_backend`` with GX's filesystem backend, which projects written before
+    :class:`ReplacingFilesystemStoreBackend` name, swapped for it (same keys, same files)."""
+    module = str(store_backend.get("module_name", "great_expectations.data_context.store"))
+    if store_backend.get("class_name") == TupleFilesystemStoreBackend.__name__ and (
+        module.startswith("great_expectations.")
+    ):
+        return store_backend | {
+            "module_name": SITE_MODULE,
+            "class_name": ReplacingFilesystemStoreBackend.__name__,
+        }
+    return store_backend
 
 
 def _profiling(resource_identifiers) -> bool:

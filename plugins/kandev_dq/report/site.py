@@ -27,6 +27,7 @@ from kandev_dq.report.gx_site import (
     KandevPageView,
     KandevSiteBuilder,
     KandevSiteIndexPageRenderer,
+    ReplacingFilesystemStoreBackend,
 )
 from kandev_dq.report.overview_page import OVERVIEW_PAGE
 
@@ -37,11 +38,15 @@ __all__ = [
     "KandevPageView",
     "KandevSiteBuilder",
     "KandevSiteIndexPageRenderer",
+    "ReplacingFilesystemStoreBackend",
     "build_docs",
     "remove_result_pages",
 ]
 
 logger = logging.getLogger(__name__)
+#: The site backends keeping pages as files in the project: GX's, which projects written before
+#: kandev-dq's own name, and kandev-dq's, which replaces each file it writes.
+FILESYSTEM_BACKENDS = ("TupleFilesystemStoreBackend", ReplacingFilesystemStoreBackend.__name__)
 
 
 def remove_result_pages(project: Path, keys: list[tuple[str, ...]]) -> int:
@@ -55,7 +60,7 @@ def remove_result_pages(project: Path, keys: list[tuple[str, ...]]) -> int:
     removed = 0
     for site in ((config or {}).get("data_docs_sites") or {}).values():
         backend = (site or {}).get("store_backend") or {}
-        if backend.get("class_name") != "TupleFilesystemStoreBackend":
+        if backend.get("class_name") not in FILESYSTEM_BACKENDS:
             continue  # the vetting allows no other without --allow-project-code
         pages = HtmlSiteStore(
             store_backend=dict(backend), runtime_environment={"root_directory": str(project)}

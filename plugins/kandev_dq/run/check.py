@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
@@ -43,6 +44,8 @@ from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.replication import Standby
 from kandev_dq.store.snapshot import pinned
+from kandev_dq.verdicts import VERDICTS
+from kandev_dq.verdicts.activation import BASELINE_DISCLOSURE
 
 SEVERITIES = tuple(severity.value for severity in Severity)
 
@@ -60,6 +63,9 @@ class CheckReport:
     #: The records database (no credentials) and when this store's write-once record began.
     records: str = ""
     baseline_taken_at: str = ""
+    #: The run that took it (its run name): a reader of a pass can tell a baseline this machine
+    #: recorded from one that came with the records database.
+    baseline_run: str = ""
     results: list[RuleResult] = field(default_factory=list)
     docs_index: str | None = None
     run_name: str = ""
@@ -86,6 +92,24 @@ class CheckReport:
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
+
+    def write_once_baseline(self) -> str | None:
+        """What the text report says when the write-once rules pass against a baseline taken
+        before this run: when, and by which run (AC-24). A pass means "no key changed since
+        then", so the reader sees which record it rests on. None otherwise."""
+        ledger_rules = [  # a project's own expectation (--allow-project-code) has no verdict
+            r
+            for r in self.results
+            if r.expectation in VERDICTS
+            and WRITE_ONCE_LEDGER in VERDICTS[r.expectation].judged_metrics
+        ]
+        predates = any(r.expectation == BASELINE_DISCLOSURE for r in ledger_rules)
+        if not (predates and all(r.success for r in ledger_rules)):
+            return None
+        return (
+            f"write-once: every key as first recorded, against the baseline taken "
+            f"{self.baseline_taken_at} by run {self.baseline_run} (records: {self.records})"
+        )
 
     def exit_code(self, fail_on: str = "error") -> ExitCode:
         failing = [r for s in failing_severities(fail_on) for r in self.failures(s)]
@@ -200,6 +224,7 @@ def _run_with_records(
             ],
             records=records.shown,
             baseline_taken_at=baseline.taken_at if baseline else "",
+            baseline_run=baseline.run_name if baseline else "",
             suite_seconds=suite_seconds,
         )
         report.replica = standby.to_json() if standby is not None else None

@@ -239,7 +239,10 @@ data_docs_sites:
     class_name: KandevSiteBuilder
     show_how_to_buttons: false
     store_backend:
-      class_name: TupleFilesystemStoreBackend
+      # each page written under a new name and renamed into place: a link is replaced, not
+      # written through
+      module_name: kandev_dq.report.site
+      class_name: ReplacingFilesystemStoreBackend
       base_directory: uncommitted/data_docs/local_site/
     site_index_builder:
       class_name: DefaultSiteIndexBuilder

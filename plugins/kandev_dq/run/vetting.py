@@ -114,6 +114,18 @@ FILESYSTEM = _only_class(
     (GX_STORES, FILESYSTEM_BACKEND),
     {"base_directory": None, "suppress_store_backend_id": None},
 )
+#: A data docs site's backend: kandev-dq's, which writes each file under a new name and renames
+#: it into place, or GX's own, which earlier projects name (the site builder swaps it).
+SITE_FILES = Entry(
+    "store backend",
+    GX_STORES,
+    {
+        (SITE, "ReplacingFilesystemStoreBackend"): FILESYSTEM.classes[
+            (GX_STORES, FILESYSTEM_BACKEND)
+        ],
+        **FILESYSTEM.classes,
+    },
+)
 #: Its url is vetted with the other records settings (kandev_dq.run.records.records_url).
 RECORDS = _only_class("store backend", GX_STORES, (RESULTS_STORE, RECORDS_BACKEND), {"url": None})
 #: The allowlist (docs/reliability.md, 3a): every class GX would build from a project's yml,
@@ -135,7 +147,7 @@ DOCS_SITE = _only_class(
     (SITE, "KandevSiteBuilder"),
     {
         "show_how_to_buttons": None,
-        "store_backend": FILESYSTEM,
+        "store_backend": SITE_FILES,
         "site_index_builder": Entry(
             "site index builder",
             GX_SITE_BUILDER,

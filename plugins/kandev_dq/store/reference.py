@@ -13,6 +13,7 @@ loads, ``tests/test_cli_inputs.py``); any other URL, and :attr:`StoreRef.url`, l
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -24,6 +25,7 @@ from kandev_dq.store.target import (
     APPLICATION_NAME,
     CONNECT_TIMEOUT_S,
     READ_ONLY_OPTION,
+    connection_reason,
     is_conninfo,
     plain_postgres_shown,
     redact,
@@ -79,27 +81,44 @@ class StoreRef:
             return "sqlite:" + self.shown.removeprefix("sqlite:///")
         return self.shown
 
-    def identity(self) -> DatabaseIdentity | None:
-        """What makes it one database, asked of the file system or the server
-        (:func:`database_identity`)."""
-        return database_identity(self.url)
+    def identity(self, *, read_only: bool) -> DatabaseIdentity | None:
+        """What makes it one database, asked of the file system or the server through the
+        session it is used with (``read_only``: as a store is read; else as the records database
+        is written); None for a SQLite file not created yet (:func:`database_identity`)."""
+        return database_identity(self.url, read_only=read_only)
 
     def same_database(self, other: StoreRef) -> bool:
-        """Whether ``other`` is this database: spelled alike (the same SQLite file, or the same
-        PostgreSQL database on the same host and port, whatever the user, options or schema),
-        or found to be one (:meth:`identity`: a hard link, another spelling of the server's
-        address)."""
+        """Whether ``other``, a database that is read (the store under validation), is this
+        one, which is written to (the records database): spelled alike (the same SQLite file,
+        or the same PostgreSQL database named by the same host and port, whatever the user,
+        options or schema), or found to be one (:meth:`identity`: a hard link, another spelling
+        of the server's address, a service, several hosts). An identity that cannot be told is a
+        :class:`StoreError`, never "another database" (docs/reliability.md, 8); ``other``'s is
+        asked first, so a store that cannot be reached says so as opening it would."""
         if self.kind != other.kind:
             return False
         if self.is_sqlite:
             if self.file == other.file:
                 return True
         else:
-            place = lambda u: ((u.host or "localhost").lower(), u.port or 5432, u.database)  # noqa: E731
-            if place(self.url) == place(other.url):
+            place = _named_place(self.url)
+            if place is not None and place == _named_place(other.url):
                 return True
-        found, theirs = self.identity(), other.identity()
+        theirs = other.identity(read_only=True)
+        found = self.identity(read_only=False)
         return found is not None and theirs is not None and found.same_as(theirs)
+
+
+#: libpq parameters that choose the server a session reaches, besides the URL's host and port.
+_SERVER_PARAMETERS = ("host", "hostaddr", "port", "service", "servicefile")
+
+
+def _named_place(url: URL) -> tuple | None:
+    """The host, port and database a PostgreSQL URL names by itself; None when its query (or
+    a service file, or the environment, for a missing host) may send it elsewhere."""
+    if url.host is None or any(name in url.query for name in _SERVER_PARAMETERS):
+        return None
+    return url.host.lower(), url.port, url.database
 
 
 def store_ref(given: str | StoreRef | URL) -> StoreRef:
@@ -148,7 +167,7 @@ def resolve_url(target: str) -> URL:
     file = sqlite_path(target)
     if file is not None:
         return URL.create("sqlite", database=str(file))
-    if is_conninfo(target):
+    if is_conninfo(target) or _SEVERAL_HOSTS.match(target):
         return conninfo_url(target)
     try:
         url = make_url(target)
@@ -167,11 +186,16 @@ def resolve_url(target: str) -> URL:
 
 #: The libpq parameters a SQLAlchemy URL holds in its own fields; the rest go to its query.
 _URL_FIELDS = {"user": "username", "password": "password", "host": "host", "dbname": "database"}
+#: A libpq URL naming several servers (``postgresql://h1:5432,h2:5432/db``), which libpq reads
+#: and SQLAlchemy's URL parser cannot.
+_SEVERAL_HOSTS = re.compile(r"postgres(?:ql)?://[^/?#]*,")
 
 
 def conninfo_url(conninfo: str) -> URL:
-    """The PostgreSQL URL of a libpq ``key=value`` connection string, read by libpq itself;
-    one libpq cannot read is refused without being shown (it may hold a password)."""
+    """The PostgreSQL URL of a libpq ``key=value`` connection string (or a libpq URL naming
+    several servers), read by libpq itself; one libpq cannot read is refused without being
+    shown (it may hold a password). Several hosts go to the URL's query, each with its port,
+    as SQLAlchemy's PostgreSQL dialect reads them."""
     from psycopg import ProgrammingError
     from psycopg.conninfo import conninfo_to_dict
     from sqlalchemy.engine import URL
@@ -180,13 +204,19 @@ def conninfo_url(conninfo: str) -> URL:
         params = {k: str(v) for k, v in conninfo_to_dict(conninfo).items()}
     except ProgrammingError:
         raise StoreError(
-            "not a database URL: a libpq key=value connection string that libpq cannot read "
+            "not a database URL: a libpq connection string that libpq cannot read "
             "(not shown: it may hold a password)"
         ) from None
+    hosts = params.get("host", "").split(",")
+    several = len(hosts) > 1
     fields: dict[str, Any] = {
-        field: params.pop(name) for name, field in _URL_FIELDS.items() if name in params
+        field: params.pop(name)
+        for name, field in _URL_FIELDS.items()
+        if name in params and not (several and name == "host")
     }
-    if params.get("port", "").isdigit() and "," not in fields.get("host", ""):
+    if several and "," not in params.get("port", ","):  # libpq: one port for every host
+        params["port"] = ",".join([params["port"]] * len(hosts))
+    if params.get("port", "").isdigit():
         fields["port"] = int(params.pop("port"))
     return URL.create("postgresql+psycopg", **fields, query=params)
 
@@ -257,25 +287,38 @@ class DatabaseIdentity:
         return self.started == other.started
 
 
-def database_identity(url: URL) -> DatabaseIdentity | None:
-    """The identity of the database ``url`` names; None when it cannot be told (no such file,
-    no answer). SQLite: a hard link or another path to the file is the same database.
-    PostgreSQL: ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` are one server. Only a
-    read-only session is opened, and it runs these reads alone."""
+def database_identity(url: URL, *, read_only: bool) -> DatabaseIdentity | None:
+    """The identity of the database ``url`` names, or a one-line :class:`StoreError` saying
+    why it cannot be told (fail closed: an unknown identity is never taken for another
+    database). None only for a SQLite file that does not exist yet: a database still to be
+    created is none that exists. SQLite: a hard link or another path to the file is the same
+    database. PostgreSQL: ``localhost``, ``127.0.0.1`` and ``[::ffff:127.0.0.1]`` are one
+    server. The session is opened as the database is used (``read_only``: as a store is read,
+    :func:`postgres_connector`; else without the read-only option, which a URL asking for a
+    read-write session, ``target_session_attrs=read-write``, refuses), and it reads catalogue
+    functions alone, in a ``BEGIN READ ONLY`` transaction either way."""
+    shown = shown_store(url)
     if url.get_backend_name() == SQLITE:
+        if not url.database or url.database == ":memory:":
+            return None  # a new database each time it is opened
         try:
             found = sqlite_file(url).stat()
-        except OSError:
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise StoreError(f"cannot read {shown}: {exc.strerror or type(exc).__name__}") from None
         return DatabaseIdentity((SQLITE, found.st_dev, found.st_ino))
     import psycopg
     import sqlalchemy as sa
 
     try:
-        conn = postgres_connector(url, read_only=True)()
-    except (psycopg.Error, sa.exc.ArgumentError):
-        return None
+        conn = postgres_connector(url, read_only=read_only)()
+    except sa.exc.ArgumentError as exc:
+        raise StoreError(f"cannot open {shown}: {exc}") from None
+    except psycopg.Error as exc:
+        raise StoreError(connection_reason(shown, exc, url.username, url.password)) from None
     try:
+        conn.read_only = True  # psycopg starts each transaction with BEGIN READ ONLY
         port, name, started = conn.execute(
             "SELECT current_setting('port'), current_database(), "
             "extract(epoch FROM pg_postmaster_start_time())::text"
@@ -286,7 +329,8 @@ def database_identity(url: URL) -> DatabaseIdentity | None:
         except psycopg.errors.InsufficientPrivilege:  # revoked from PUBLIC on some servers
             system = None
         return DatabaseIdentity((POSTGRESQL, port, name), system, started)
-    except psycopg.Error:
-        return None
+    except psycopg.Error as exc:
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreError(f"cannot tell which database {shown} is: {detail}") from None
     finally:
         conn.close()
