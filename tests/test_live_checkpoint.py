@@ -29,6 +29,7 @@ from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check, window_lines
 from kandev_dq.run.records import Records, records_url, results
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
+from kandev_dq.sql import scan
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
 from kandev_dq.text import one_line
@@ -226,6 +227,23 @@ def test_a_row_rules_finding_stays_open_until_a_run_re_reads_it_gone(
         conn.execute(fixed.where(schema.subagents.c.tool_call_id == "toolu_negative"))
     recovered = live(project, target)
     assert recovered.success and _resolved(recovered) == {NEGATIVE}
+
+
+def test_open_findings_past_the_bound_make_the_next_run_read_in_full(
+    activated, target, project, monkeypatch
+):
+    """Findings over more sessions than a stored result carries are never dropped: the next
+    live run reads in full, says why, and still fails."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    monkeypatch.setattr(scan, "CARRIED_SESSIONS", 0)
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    first = live(project, target)
+    assert failed(first) == {SHORTFALL: "error"}
+    standing = live(project, target)
+    window = standing.windows["live_writer_health"]
+    assert window["start"] is None and "could not carry" in window["reason"]
+    _standing(standing, first, SHORTFALL)
 
 
 def _forge_watermark(project, suite: str, moment: datetime) -> None:

@@ -4,7 +4,8 @@
 observed or updated, at or after the window's start, each compared exactly (AC-24e). The
 sessions holding such a change are read first; the writer-health ledger and the row rules then
 read only those sessions (a ``(task_session_id, tool_call_id)`` key lies within one session),
-or only the changed rows.
+or only the changed rows; and, whatever changed, the sessions of the suite's open findings
+(:attr:`~kandev_dq.facts.shapes.ChangeWindow.open_sessions`), each by its session index.
 
 Each read uses an index where the store has one, observed in its live schema
 (:func:`kandev_dq.store.observe.index_leading`), never assumed: messages created in the window

@@ -9,6 +9,12 @@ and transactions in flight when the last snapshot began. Without such a result, 
 older than ``KANDEV_DQ_LIVE_MAX_GAP_HOURS`` (default 24), the suite reads everything since
 capture_since, as ``nightly`` does, and says why.
 
+A finding stays open until a run re-reading what it counted finds it gone: the same result
+carries, in each failing rule's details, the sessions of what that rule counted
+(:data:`~kandev_dq.expectations.base.OPEN_SESSIONS`), and this run re-reads them whatever its
+window (:attr:`~kandev_dq.facts.shapes.ChangeWindow.open_sessions`); a result that could not
+carry them all (past :data:`~kandev_dq.sql.scan.CARRIED_SESSIONS`) makes this run read in full.
+
 This run's watermark is the instant its snapshot began (taken in Python, UTC, just before it:
 :attr:`kandev_dq.store.snapshot.PinnedRead.started_at`); on a checkpoint run through GX's own
 API, which pins no snapshot, the instant the window is decided, before any of the suite's
