@@ -27,14 +27,16 @@ from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check, window_lines
-from kandev_dq.run.records import Records, records_url
+from kandev_dq.run.records import Records, records_url, results
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
+from kandev_dq.sql import scan
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
 from kandev_dq.text import one_line
 from tests.gxhelpers import failed, result
 from tests.pasted import read_only_rows
 from tests.subagent_rows import unconstrained_store
+from tests.test_notifications import configure, receiver  # noqa: F401 - fixture
 
 SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
 ZERO = "expect_no_zero_tokens_or_duration"
@@ -146,6 +148,138 @@ def test_a_writer_that_stops_is_reported_by_the_next_live_run(activated, target,
     assert failing(report) == failing(nightly) == {(SHORTFALL, "error", tuple(stopped.rules))}
     assert tuple(stopped.rules) == tuple(result(nightly, SHORTFALL).rules)
     assert report.windows["live_writer_health"]["start"] is not None
+
+
+def _standing(report, before, rule: str) -> None:
+    """``rule`` still fails in ``report``, failing since ``before``, nothing resolved."""
+    assert not report.success and failed(report) == {rule: "error"}
+    assert report.changes["resolved"] == [] and report.changes["new"] == []
+    assert result(report, rule).failing_since == before.run_time
+
+
+def _resolved(report) -> set[str]:
+    return {r["expectation"] for r in report.changes["resolved"]}
+
+
+def test_a_stopped_writers_finding_stays_open_until_a_run_re_reads_it_gone(
+    activated,
+    target,
+    project,
+    monkeypatch,
+    receiver,  # noqa: F811 - the fixture
+):
+    """AC-26: the next live run, nothing changed, re-reads the session of the unrecorded
+    subagent (outside its window) and still fails: no "resolved", no recovery alert. Once the
+    message is deleted (nothing in any window says so), the re-read finds it gone."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")  # the fault lies before the next window
+    configure(monkeypatch, "api", receiver.url)
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    first = live(project, target)
+    assert failed(first) == {SHORTFALL: "error"} and len(receiver.received) == 1
+
+    standing = live(project, target)
+    _standing(standing, first, SHORTFALL)
+    window = standing.windows["live_writer_health"]
+    assert window["start"] > _rfc(datetime.now(UTC) - timedelta(minutes=1))
+    assert window["open"] == {"findings": 1, "sessions": 1}
+    assert window["reads"][window_module.OPEN].startswith("1 session(s)")
+    line = next(line for line in window_lines(standing) if line.startswith("live_writer_health"))
+    assert "the 1 session(s) of 1 open finding(s) of the last run, re-read" in line
+    payload = json.loads(json.dumps(standing.to_json(), default=str))
+    assert payload["windows"]["live_writer_health"]["open"]["findings"] == 1
+    assert len(receiver.received) == 1, "a standing failure alerts no one again"
+
+    with target.engine.begin() as conn:
+        m = schema.task_session_messages
+        conn.execute(sa.delete(m).where(m.c.metadata.contains("toolu_missed")))
+    recovered = live(project, target)
+    assert recovered.success and _resolved(recovered) == {SHORTFALL}
+    assert len(receiver.received) == 2
+    assert json.loads(receiver.received[-1]["body"])["kandev_dq"]["verdict"] == "PASSED"
+    after = live(project, target).windows["live_writer_health"]["open"]
+    assert after == {"findings": 0, "sessions": 0}
+
+
+def test_a_row_rules_finding_stays_open_until_a_run_re_reads_it_gone(
+    activated, target, project, monkeypatch
+):
+    """AC-9: a negative metric stays failing while its row stands, though it changed before
+    the window; fixed in place with updated_at left alone, the re-read finds it gone."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    live(project, target)
+    now, session = datetime.now(UTC), activated.main_session
+    activated.subagent_message(session, now, "toolu_negative")
+    activated.subagent_row(session, "toolu_negative", now, tool_use_count=-1)
+    first = live(project, target)
+    assert failed(first) == {NEGATIVE: "error"}
+
+    standing = live(project, target)
+    _standing(standing, first, NEGATIVE)
+    assert standing.windows["live_rows"]["start"] is not None
+    assert standing.windows["live_rows"]["open"] == {"findings": 1, "sessions": 1}
+    # Its query lists what it counted, the open session included.
+    rows = read_only_rows(target.url, target.dialect, result(standing, NEGATIVE).query)
+    assert len(rows) == 1
+
+    with target.engine.begin() as conn:
+        fixed = schema.subagents.update().values(tool_use_count=1)
+        conn.execute(fixed.where(schema.subagents.c.tool_call_id == "toolu_negative"))
+    recovered = live(project, target)
+    assert recovered.success and _resolved(recovered) == {NEGATIVE}
+
+
+def test_open_findings_past_the_bound_make_the_next_run_read_in_full(
+    activated, target, project, monkeypatch
+):
+    """Findings over more sessions than a stored result carries are never dropped: the next
+    live run reads in full, says why, and still fails."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    monkeypatch.setattr(scan, "CARRIED_SESSIONS", 0)
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    first = live(project, target)
+    assert failed(first) == {SHORTFALL: "error"}
+    standing = live(project, target)
+    window = standing.windows["live_writer_health"]
+    assert window["start"] is None and "could not carry" in window["reason"]
+    _standing(standing, first, SHORTFALL)
+
+
+def _forge_watermark(project, suite: str, moment: datetime) -> None:
+    """The newest stored result of ``suite`` says it read up to ``moment``."""
+    with Records(records_url(project)) as records, records.engine.begin() as conn:
+        r = results.c
+        row_id, value = conn.execute(
+            sa.select(r.id, r.value)
+            .where(r.suite == suite)
+            .order_by(r.stored_at.desc(), r.id.desc())
+            .limit(1)
+        ).one()
+        document = json.loads(value)
+        for found in document["results"]:
+            found["result"]["details"]["live_window"]["watermark"] = _rfc(moment)
+        conn.execute(sa.update(results).where(r.id == row_id).values(value=json.dumps(document)))
+
+
+def test_a_forged_watermark_hides_no_open_finding(activated, target, project, monkeypatch):
+    """A watermark from a clock set ahead reads in full; one moved past the fault (later
+    than it, before the next run) still leaves its finding open: the session is re-read."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    first = live(project, target)
+    assert failed(first) == {SHORTFALL: "error"}
+
+    _forge_watermark(project, "live_writer_health", datetime.now(UTC) + timedelta(days=1))
+    in_full = live(project, target)
+    assert in_full.windows["live_writer_health"]["start"] is None
+    _standing(in_full, first, SHORTFALL)
+
+    _forge_watermark(project, "live_writer_health", datetime.now(UTC))
+    forged = live(project, target)
+    assert forged.windows["live_writer_health"]["start"] is not None
+    _standing(forged, first, SHORTFALL)
 
 
 def test_a_run_whose_results_were_not_stored_never_moves_the_window_on(activated, target, project):
@@ -281,19 +415,22 @@ UNIQUE = "expect_subagent_key_to_be_unique"
 def test_duplicated_keys_of_changed_rows_are_counted_over_the_table_each_key_once(target, project):
     """AC-3 in a window: a key two changed rows share, and an old key a changed row repeats,
     are two keys holding four rows (each counted over the whole table, once however many of
-    its rows changed); an old duplicate nothing changed is nightly's alone."""
+    its rows changed); an old duplicate no live run has seen, nothing of it changed since
+    (written with old timestamps), is nightly's alone."""
     store = unconstrained_store(target.engine)
     capture = datetime.now(UTC) - timedelta(hours=2)
     store.keys(_rfc(capture), "", _rfc(capture))
     session = store.session()
     execution = "5f0c1d2e-3b4a-4c5d-8e6f-7a8b9c0d1e2f"
-    for n, tool_call in enumerate(("toolu_old", "toolu_old_twice", "toolu_old_twice")):
-        at = capture + timedelta(minutes=n + 1)
-        if n < 2:
-            store.subagent_message(session, at, tool_call)
-        store.subagent_row(session, tool_call, at, agent_execution_id=execution)
-    # The table lacks its UNIQUE, which the schema rules report beside: the rows suite only.
-    assert failed(live(project, target), "live_rows") == {UNIQUE: "error"}  # read in full
+    store.subagent_message(session, capture + timedelta(minutes=1), "toolu_old")
+    store.subagent_row(
+        session, "toolu_old", capture + timedelta(minutes=1), agent_execution_id=execution
+    )
+    assert failed(live(project, target), "live_rows") == {}  # read in full
+    at = capture + timedelta(minutes=2)
+    store.subagent_message(session, at, "toolu_old_twice")
+    for _ in range(2):
+        store.subagent_row(session, "toolu_old_twice", at, agent_execution_id=execution)
 
     now = datetime.now(UTC)
     store.subagent_message(session, now, "toolu_new_twice")

@@ -10,7 +10,10 @@ judge level (no GX: the suites' GX path is tested end to end in ``test_live_chec
 
 * every rule live fails, nightly fails too, at the same severity and AC ids;
 * every fault injected since the previous step that nightly reports, live reports too;
-* AC-29's latest observation is nightly's, whether or not a row was observed in the window.
+* AC-29's latest observation is nightly's, whether or not a row was observed in the window;
+* a finding stays open: each live read re-reads the sessions its suite's failing rules counted
+  the step before (as a run carries them to the next), so after a step that changes nothing,
+  or one that changes something else, live's verdict is still nightly's.
 """
 
 from __future__ import annotations
@@ -26,7 +29,12 @@ import kandev_dq.expectations  # noqa: F401 - registers the types
 from kandev_dq.contract.instants import Instant
 from kandev_dq.contract.rule_index import LIVE_SUITES, RULE_INDEX, WRITE_ONCE_LEDGER
 from kandev_dq.contract.tables import subagents, task_session_messages
-from kandev_dq.expectations.base import FACTS_FAMILIES
+from kandev_dq.expectations.base import (
+    FACTS_FAMILIES,
+    OPEN_SESSIONS,
+    OPEN_SESSIONS_CUT,
+    carried,
+)
 from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.facts.window import owner_index_statements
@@ -67,6 +75,7 @@ step = st.one_of(
     st.tuples(st.just("drift"), st.sampled_from(sorted(DRIFTS))),
     st.tuples(st.just("old_message_updated"), st.just(1)),
     st.tuples(st.just("old_unrecorded_updated"), st.just(1)),
+    st.tuples(st.just("nothing"), st.just(0)),
 )
 
 
@@ -116,6 +125,8 @@ class Traffic:
                     .values({column: value, "updated_at": self._stamp(at)})
                 )
             return {rule}
+        if kind == "nothing":
+            return set()
         if kind == "old_message_updated":
             with self.engine.begin() as conn:
                 m = task_session_messages.c
@@ -138,21 +149,34 @@ class Traffic:
         return at if self.engine.dialect.name == "sqlite" else at.replace(tzinfo=None)
 
 
-def _judged(conn, window: ChangeWindow | None, ledger: dict) -> set[tuple[str, str, tuple]]:
-    """The failing (expectation, severity, AC ids) of every live-suite rule on one read."""
-    facts_by_family: dict[str, dict] = {}
+def _judged(
+    conn, windows: dict[str, ChangeWindow] | None, ledger: dict
+) -> tuple[set[tuple[str, str, tuple]], dict[str, tuple[str | None, ...] | None]]:
+    """The failing (expectation, severity, AC ids) of every live-suite rule on one read (each
+    suite through its own window, or nightly's read without ``windows``), and the sessions each
+    suite's failing rules carry to its next read, as a run stores them (None: past the bound)."""
+    facts_by_suite: dict[str, dict] = {}
     failing = set()
-    for (_, expectation), (rule, severity, rules) in LIVE_RULES.items():
-        family = type(rule).facts
-        if family not in facts_by_family:
-            compute, _ = FACTS_FAMILIES[family]
-            facts_by_family[family] = (
-                compute(conn) if window is None else compute(conn, window=window)
+    carried_by_suite: dict[str, dict] = {}
+    for (suite, expectation), (rule, severity, rules) in LIVE_RULES.items():
+        if suite not in facts_by_suite:
+            compute, _ = FACTS_FAMILIES[type(rule).facts]
+            facts_by_suite[suite] = (
+                compute(conn) if windows is None else compute(conn, window=windows[suite])
             )
-        facts = {**facts_by_family[family], WRITE_ONCE_LEDGER: ledger}
+        facts = {**facts_by_suite[suite], WRITE_ONCE_LEDGER: ledger}
         if not rule.finding(facts).success:
             failing.add((expectation, severity, rules))
-    return failing
+            kept = carried(rule.judged_by().counted_part(facts))
+            into = carried_by_suite.setdefault(suite, {})
+            into.update(dict.fromkeys(kept.get(OPEN_SESSIONS, ())))
+            if OPEN_SESSIONS_CUT in kept:
+                into[OPEN_SESSIONS_CUT] = None
+    open_sessions = {
+        suite: None if OPEN_SESSIONS_CUT in kept else tuple(kept)
+        for suite, kept in carried_by_suite.items()
+    }
+    return failing, open_sessions
 
 
 def _rfc(at) -> str:
@@ -180,19 +204,26 @@ def test_live_reports_what_nightly_reports_on_what_changed(target, steps, owner_
             for statement in owner_index_statements():
                 conn.exec_driver_sql(statement)
     watermark = None  # the previous live run's: none before the first
+    open_sessions: dict[str, tuple[str | None, ...] | None] = {}  # its suites' open findings
     for (kind, arg), pick, minutes in steps:
         traffic.now += timedelta(minutes=minutes)
         injected = traffic.apply(kind, arg, pick)
-        window = (
-            ChangeWindow(None, "first run")
-            if watermark is None
-            else ChangeWindow(_rfc(watermark - OVERLAP), "since the last run")
-        )
+        windows = {
+            suite: (
+                ChangeWindow(None, "first run or open findings past the bound")
+                if watermark is None or open_sessions.get(suite, ()) is None
+                else ChangeWindow(
+                    _rfc(watermark - OVERLAP), "since the last run", open_sessions.get(suite, ())
+                )
+            )
+            for suite in LIVE_SUITES
+        }
         with target.engine.connect() as conn:
             ledger = {"first_seen": read_keys(conn), "baseline": {"taken_at": CAPTURE}}
-            nightly = _judged(conn, None, ledger)
-            live = _judged(conn, window, ledger)
+            nightly, _ = _judged(conn, None, ledger)
+            live, open_sessions = _judged(conn, windows, ledger)
             # AC-29's attribution is the table's, whatever the window holds.
+            window = windows["live_writer_health"]
             latest = health_facts(conn, window).get("latest_observed_at")
             nightly_latest = health_facts(conn).get("latest_observed_at")
         where = f"after {kind} {arg} on {target.dialect}, owner's indexes: {owner_indexes}"
@@ -201,4 +232,6 @@ def test_live_reports_what_nightly_reports_on_what_changed(target, steps, owner_
         reported = {name for name, _, _ in nightly}
         caught = {name for name, _, _ in live}
         assert injected & reported <= caught, where
+        # Every fault of these steps is a change a window sees, and stays open once seen.
+        assert live == nightly, where
         watermark = traffic.now + timedelta(seconds=1)  # the run read after the step's writes

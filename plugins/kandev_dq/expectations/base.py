@@ -36,6 +36,7 @@ from kandev_dq.contract.rule_index import LIVE_WINDOW, severity_word
 from kandev_dq.errors import exception_message
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
+from kandev_dq.sql.scan import CARRIED_CHARS, CARRIED_SESSIONS, Part
 from kandev_dq.store.access import gx_facts
 from kandev_dq.store.replication import Standby
 from kandev_dq.verdicts import verdict_of
@@ -107,7 +108,8 @@ def register_metric(
 #: (None: everything since capture_since, nightly's read). Its window is :data:`LIVE_WINDOW`,
 #: a metric of the run layer (:mod:`kandev_dq.run.live_window`), decided once per validation.
 LIVE_KEY = "live_window"
-#: What the window metric adds to a windowed family's ``window`` fact besides its start.
+#: What the window metric adds to a windowed family's ``window`` fact besides its start
+#: (``open``: how many open findings of the last run, over how many sessions, were re-read).
 WINDOW_RECORD = (
     "suite",
     "store",
@@ -116,7 +118,13 @@ WINDOW_RECORD = (
     "overlap_minutes",
     "max_gap_hours",
     "replica",
+    "open",
 )
+#: The details key of a failing live rule's counted sessions, which its next run re-reads
+#: (the finding stays open until a run re-reading them finds it gone); or, past the bound,
+#: of why none is carried (the next run reads in full).
+OPEN_SESSIONS = "open_sessions"
+OPEN_SESSIONS_CUT = "open_sessions_cut"
 
 
 def register_facts(family: Family) -> str:
@@ -133,7 +141,9 @@ def register_facts(family: Family) -> str:
         params = dict(params)
         decided = (metrics or {}).get(LIVE_WINDOW) if params.pop(LIVE_KEY, None) else None
         if decided is not None:
-            params["window"] = ChangeWindow(decided["start"], decided["reason"])
+            params["window"] = ChangeWindow(
+                decided["start"], decided["reason"], tuple(decided.get("open_sessions") or ())
+            )
         found = gx_facts(
             execution_engine.engine, family.key(params), lambda conn: compute(conn, **params)
         )
@@ -240,6 +250,8 @@ class KandevExpectation(BatchExpectation):
             # What a live read covered, in every result: the output and the data docs say it,
             # and the next live run starts from its watermark.
             found.details = {**found.details, LIVE_KEY: facts["window"]}
+            if not found.success:
+                found.details.update(carried(self.judged_by().counted_part(facts)))
         return self.result_of(found)
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
@@ -358,6 +370,22 @@ class KandevExpectation(BatchExpectation):
         ]
 
 
+def carried(counted: Part | None) -> dict[str, Any]:
+    """What a failing rule's details carry of its counted part to the next live run."""
+    if counted is None or "sessions" not in counted:
+        return {}
+    sessions = counted["sessions"]
+    if sessions is None:
+        return {
+            OPEN_SESSIONS_CUT: (
+                f"the suite's failing rules counted items in more than {CARRIED_SESSIONS:,} "
+                f"sessions (or {CARRIED_CHARS:,} characters of their ids): the next live run "
+                "reads in full"
+            )
+        }
+    return {OPEN_SESSIONS: sessions}
+
+
 def window_text(window: dict[str, Any]) -> str:
     """What a live read covered and how each read was served, in one line."""
     start = window.get("start")
@@ -365,9 +393,17 @@ def window_text(window: dict[str, Any]) -> str:
     served = "; ".join(f"{name}: {how}" for name, how in reads.items())
     replica = window.get("replica")
     lag = f" The store is {Standby.from_json(replica).text()}." if replica else ""
+    read = f"from {start}{_reopened(window.get('open'))}" if start else "in full"
+    return f"read {read}: {window.get('reason')}. {served}{lag}"
+
+
+def _reopened(open_findings: Any) -> str:
+    """The open findings a windowed read re-read, as the window's line says them."""
+    if not isinstance(open_findings, dict) or not open_findings.get("findings"):
+        return ""
     return (
-        f"read {'from ' + str(start) if start else 'in full'}: {window.get('reason')}. "
-        f"{served}{lag}"
+        f", and the {open_findings.get('sessions')} session(s) of "
+        f"{open_findings.get('findings')} open finding(s) of the last run, re-read"
     )
 
 

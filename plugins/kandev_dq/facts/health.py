@@ -52,7 +52,7 @@ from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.messages import display, sample_of
-from kandev_dq.sql.scan import count_when, part
+from kandev_dq.sql.scan import carry_sessions, count_when, part
 from kandev_dq.store.observe import observe_subagents
 
 
@@ -101,14 +101,18 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
 
     facts["subagent_messages"] = int(counts.subagent_messages)
     facts["qualifying_keys"] = int(counts.qualifying_keys)
-    # Without the table, nowhere to write: every qualifying key since capture_since lacks its row.
-    facts["shortfall"] = part(
-        conn,
-        int(counts.shortfall),
-        _missing(k),
-        "qualifying key without a row since capture_since",
-        listing=_missing(listed),
-    )
+    # Without the table, nowhere to write: every qualifying key since capture_since lacks its
+    # row (and no row is in excess).
+    directed = [("shortfall", counts.shortfall, _missing, "qualifying key without a row")]
+    if shape.table_exists:
+        directed.append(("excess", counts.excess, _unmatched, "row key without a subagent message"))
+    for name, count, items, reason in directed:
+        facts[name] = part(
+            conn, int(count), items(k), f"{reason} since capture_since", listing=items(listed)
+        )
+    if window is not None:
+        # A live read: the sessions of what failed stay open for the next live run.
+        carry_sessions(conn, [(facts[name], items(k)) for name, _, items, _ in directed])
     # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
     # qualifying key since then is one it did not write.
     silent = [listed.qualifying == 1, listed.changed == 1]
@@ -133,13 +137,6 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
         facts["latest_observed_at"] = None
         return facts
 
-    facts["excess"] = part(
-        conn,
-        int(counts.excess),
-        _unmatched(k),
-        "row key without a subagent message since capture_since",
-        listing=_unmatched(listed),
-    )
     keys, rows = int(counts.keys), int(counts.rows)
     # A window's ledger holds the changed sessions' rows only: the MAX is the table's (above).
     facts["latest_observed_at"] = display(latest)
@@ -257,9 +254,11 @@ def _ledger(
         sa.cast(sa.null(), sa.Integer).label("rows"),  # typed: summed even with no row side
         _NULL.label("first_observed_at"),
         _NULL.label("last_observed_at"),
-        (read.changed(sm.c.created_at, sm.c.updated_at) if windowed else sa.literal(1)).label(
-            "changed"
-        ),
+        (
+            read.changed(sm.c.created_at, sm.c.updated_at, sm.c.task_session_id, listing=listing)
+            if windowed
+            else sa.literal(1)
+        ).label("changed"),
         sa.literal(0).label("recent"),
     )
     sides = [messages]
@@ -281,7 +280,11 @@ def _ledger(
                 sa.literal(1),
                 observed,
                 observed,
-                read.changed(r.observed_at, r.updated_at) if windowed else sa.literal(1),
+                (
+                    read.changed(r.observed_at, r.updated_at, r.task_session_id, listing=listing)
+                    if windowed
+                    else sa.literal(1)
+                ),
                 (
                     sa.case((at_or_after(r.observed_at, read.start), 1), else_=0)
                     if windowed

@@ -44,12 +44,14 @@ from kandev_dq.sql.dialect import (
 )
 from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
-from kandev_dq.sql.scan import Counted, count_when, counted_scan
+from kandev_dq.sql.scan import Counted, carry_sessions, count_when, counted_scan
 from kandev_dq.store.observe import observe_subagents
 
 SOURCES = ("live", "backfill")
 ZERO_IS_NULL_METRICS = ("total_tokens", "duration_ms")  # AC-7a; tool_use_count keeps 0 (AC-8)
 ASYNC_LAUNCHED = "async_launched"
+#: Conditions judged over the whole table only (no ``live`` suite runs their rule).
+TABLE_WIDE = ("completed_without_metrics",)
 
 
 def _blank(column) -> sa.ColumnElement:
@@ -285,6 +287,17 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # are: PostgreSQL, pricing thousands of ids past its statistics, scanned both tables.
     with index_reads(conn, small=read is not None and read.small):
         counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
+    if window is not None:
+        # A live read: the sessions of what failed stay open for the next live run (a
+        # table-wide rule is not judged on a part, so none of its sessions is carried).
+        carry_sessions(
+            conn,
+            [
+                (facts["rules"][name], counted.sample)
+                for name, counted in conditions.items()
+                if name not in TABLE_WIDE
+            ],
+        )
     facts["rows"] = int(counts["rows"])
     if not facts["rows"] and not windowed:
         # Only an empty table needs the messages read (the emptiness rule's other side).

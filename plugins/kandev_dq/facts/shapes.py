@@ -23,10 +23,15 @@ class ChangeWindow:
     """What a ``live`` read covers: what changed at or after ``start`` (an RFC 3339 instant),
     or, with ``start`` None, everything since capture_since as ``nightly`` reads it, ``reason``
     saying why. The run layer decides it once per suite run from the records database
-    (:mod:`kandev_dq.run.live_window`); the facts families only read it."""
+    (:mod:`kandev_dq.run.live_window`); the facts families only read it.
+
+    ``open_sessions`` are the sessions of the suite's open findings (what its last run's
+    failing rules counted): read with what changed, whatever the start, so a standing fault
+    is judged again rather than passed for being older than the window (None: a NULL id)."""
 
     start: str | None
     reason: str
+    open_sessions: tuple[str | None, ...] = ()
 
 
 class WindowFacts(TypedDict):

@@ -4,7 +4,8 @@
 observed or updated, at or after the window's start, each compared exactly (AC-24e). The
 sessions holding such a change are read first; the writer-health ledger and the row rules then
 read only those sessions (a ``(task_session_id, tool_call_id)`` key lies within one session),
-or only the changed rows.
+or only the changed rows; and, whatever changed, the sessions of the suite's open findings
+(:attr:`~kandev_dq.facts.shapes.ChangeWindow.open_sessions`), each by its session index.
 
 Each read uses an index where the store has one, observed in its live schema
 (:func:`kandev_dq.store.observe.index_leading`), never assumed: messages created in the window
@@ -69,6 +70,8 @@ class WindowRead:
     #: Every index the window's reads by session or key need is there: its statements may be
     #: planned for them alone (:func:`~kandev_dq.sql.dialect.index_reads`).
     indexed: bool = False
+    #: The open findings' sessions (:attr:`ChangeWindow.open_sessions`), read whatever changed.
+    open_sessions: tuple[str | None, ...] = ()
 
     @property
     def small(self) -> bool:
@@ -80,8 +83,10 @@ class WindowRead:
         the rows read once for the snapshot (:func:`changed_rows`), or, in a ``listing``,
         the comparison itself, which states the window by its start."""
         if self.rows is not None and not listing:
-            return self.rows.holds(row)
-        return self.changed_when(row.c.observed_at, row.c.updated_at)
+            changed = self.rows.holds(row)
+        else:
+            changed = self.changed_when(row.c.observed_at, row.c.updated_at)
+        return self._or_open(changed, row.c.task_session_id, listing)
 
     def in_sessions(self, column, *, listing: bool = False) -> sa.ColumnElement[bool]:
         """``column`` (a session id) is one of the changed sessions: the values read first,
@@ -89,10 +94,27 @@ class WindowRead:
         which states the window by its start rather than by thousands of ids."""
         assert self.sessions is not None and self.listed_sessions is not None
         if listing:
-            return column.in_(sa.select(self.listed_sessions.c.task_session_id))
-        if self.session_ids is not None:
-            return one_of(column, self.session_ids, "changed_session_ids")
-        return column.in_(sa.select(self.sessions.c.task_session_id))
+            listed = column.in_(sa.select(self.listed_sessions.c.task_session_id))
+            return self._or_open(listed, column, listing)
+        if self.session_ids is None:
+            return self._or_open(column.in_(sa.select(self.sessions.c.task_session_id)), column)
+        # The open sessions' ids are among the ids read first; a NULL one matches no id.
+        within = one_of(column, self.session_ids, "changed_session_ids")
+        return sa.or_(within, column.is_(None)) if None in self.open_sessions else within
+
+    def in_open(self, column, *, listing: bool = False) -> sa.ColumnElement[bool]:
+        """``column`` (a session id) is one of the open findings' sessions: one parameter, or
+        in a ``listing`` (a statement a reviewer runs) the ids written out."""
+        ids = _named_sessions(self.open_sessions)
+        tests = [column.in_(ids) if listing else one_of(column, ids, "open_session_ids")]
+        if None in self.open_sessions:
+            tests.append(column.is_(None))
+        return sa.or_(*tests)
+
+    def _or_open(self, changed, session, listing: bool = False) -> sa.ColumnElement[bool]:
+        if not self.open_sessions:
+            return changed
+        return sa.or_(changed, self.in_open(session, listing=listing))
 
     def changed_when(self, created_or_observed, updated) -> sa.ColumnElement[bool]:
         """A message or row changed in the window: created (observed) or updated at or after
@@ -102,9 +124,13 @@ class WindowRead:
             at_or_after(created_or_observed, self.start), at_or_after(updated, self.start)
         )
 
-    def changed(self, created_or_observed, updated) -> sa.ColumnElement:
-        """:meth:`changed_when` as 1 or 0."""
-        return sa.case((self.changed_when(created_or_observed, updated), 1), else_=0)
+    def changed(
+        self, created_or_observed, updated, session, *, listing: bool = False
+    ) -> sa.ColumnElement:
+        """1 for a message or row the window judges: changed in it (:meth:`changed_when`) or
+        of an open finding's ``session``; else 0."""
+        judged = self._or_open(self.changed_when(created_or_observed, updated), session, listing)
+        return sa.case((judged, 1), else_=0)
 
 
 @dataclass(frozen=True)
@@ -250,8 +276,14 @@ def read_changed_rows(conn: sa.Connection, window: ChangeWindow | None) -> Windo
         "reason": window.reason,
         "reads": reads,
     }
+    reads.update(_open_read(window, {"rows": by_key}))
     return WindowRead(
-        full=False, facts=facts, start=_start(window), rows=rows, indexed=by_key is not None
+        full=False,
+        facts=facts,
+        start=_start(window),
+        rows=rows,
+        indexed=by_key is not None,
+        open_sessions=window.open_sessions,
     )
 
 
@@ -325,6 +357,8 @@ def read_window(
         ]
     )
     reads.update(_missing(conn, (MESSAGES, SUBAGENTS) if with_rows else (MESSAGES,)))
+    by_session = {"messages": session_messages, **({"rows": session_rows} if with_rows else {})}
+    reads.update(_open_read(window, by_session))
     facts: WindowFacts = {
         "start": window.start,
         "full": False,
@@ -345,7 +379,15 @@ def read_window(
         if rows is not None:
             sessions = sa.union(*sides[:2]).cte("changed_sessions")
         read = conn.execute(sa.select(sessions.c.task_session_id)).scalars()
-        ids = tuple(dict.fromkeys([*read, *(rows.sessions if rows is not None else ())]))
+        ids = tuple(
+            dict.fromkeys(
+                [
+                    *read,
+                    *(rows.sessions if rows is not None else ()),
+                    *_named_sessions(window.open_sessions),
+                ]
+            )
+        )
         reads[SESSIONS] += "; the changed sessions read first, bound as one array"
     return WindowRead(
         full=False,
@@ -357,7 +399,28 @@ def read_window(
         listed_sessions=listed,
         indexed=None not in (created_index, session_messages)
         and (not with_rows or session_rows is not None),
+        open_sessions=window.open_sessions,
     )
+
+
+#: The read of the open findings' sessions, as a window's output names it.
+OPEN = "open findings' sessions, re-read whatever changed"
+
+
+def _open_read(window: ChangeWindow, indexes: dict[str, str | None]) -> dict[str, str]:
+    """How the open findings' sessions were read (each table by its session index), if any."""
+    if not window.open_sessions:
+        return {}
+    served = "; ".join(
+        f"{table}: {_served(index, 'a range per session', 'task_session_id')}"
+        for table, index in indexes.items()
+    )
+    return {OPEN: f"{len(window.open_sessions)} session(s); {served}"}
+
+
+def _named_sessions(sessions: tuple[str | None, ...]) -> tuple[str, ...]:
+    """The open sessions that have an id (a NULL one is matched by ``IS NULL``)."""
+    return tuple(session for session in sessions if session is not None)
 
 
 def _candidate(m) -> sa.ColumnElement[bool]:

@@ -8,6 +8,7 @@ family whatever the number of rules, and a faulty one a few more, each capped at
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
@@ -25,6 +26,9 @@ class Part(TypedDict):
     count: int
     sample: list[dict[str, Any]]
     listing: NotRequired[Listing]
+    #: On a ``live`` read, the sessions of every counted item (:func:`carry_sessions`): what
+    #: the next live run re-reads while the finding stays open; None past the carried bound.
+    sessions: NotRequired[list[str | None] | None]
 
 
 @dataclass(frozen=True)
@@ -100,3 +104,29 @@ def counted_scan(
         if c.sample is not None
     }
     return row, parts
+
+
+#: The sessions a live suite's open findings carry to its next run, at most (and their ids'
+#: JSON, at most: a session id is the store's, of any length). Past either, the next run reads
+#: in full rather than drop one; the bound keeps a stored result well under 1 MB.
+CARRIED_SESSIONS = 5_000
+CARRIED_CHARS = 200_000
+
+
+def carry_sessions(conn: sa.Connection, counted: Iterable[tuple[Part, sa.Select]]) -> None:
+    """Give each failing part the distinct ``task_session_id`` of the items it counted
+    (``sessions``), read from its ``sample`` (the rows counted, unlimited) in the same snapshot;
+    past :data:`CARRIED_SESSIONS` or :data:`CARRIED_CHARS` over all the parts, None to each."""
+    failing = [(found, sample) for found, sample in counted if found["count"]]
+    left, chars = CARRIED_SESSIONS, 0
+    for found, sample in failing:
+        inner = sample.order_by(None).subquery("counted")
+        read = conn.execute(sa.select(inner.c.task_session_id).distinct().limit(left + 1)).scalars()
+        sessions = [None if session is None else str(session) for session in read]
+        left -= len(sessions)
+        chars += len(json.dumps(sessions))
+        if left < 0 or chars > CARRIED_CHARS:
+            for part_over, _ in failing:
+                part_over["sessions"] = None
+            return
+        found["sessions"] = sessions

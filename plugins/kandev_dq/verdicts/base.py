@@ -135,6 +135,11 @@ class Verdict:
         (a rule that counts no rows has none)."""
         return None
 
+    def counted_part(self, facts: Any) -> Part | None:
+        """The part of ``facts`` whose items this rule counts, where they are one part: on a
+        ``live`` read it carries their sessions, which stay open while the rule fails."""
+        return None
+
     def finding(self, facts: Any) -> Finding:
         """The verdict on ``facts``, carrying the rule's listing query whether or not it failed."""
         found = self.judge(facts)

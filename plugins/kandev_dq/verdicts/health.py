@@ -68,6 +68,9 @@ class ExpectNoWriterShortfallSinceCaptureSince(_HealthVerdict):
     def listing(self, facts: HealthFacts):
         return facts.get("shortfall", {}).get("listing")
 
+    def counted_part(self, facts: HealthFacts):
+        return facts.get("shortfall")
+
     def judge(self, facts: HealthFacts) -> Finding:
         if facts["not_run"] is not None:
             return Finding(
@@ -125,6 +128,9 @@ class ExpectNoWriterExcessSinceCaptureSince(_HealthVerdict):
 
     def listing(self, facts: HealthFacts):
         return facts.get("excess", {}).get("listing")
+
+    def counted_part(self, facts: HealthFacts):
+        return facts.get("excess")
 
     def judge_compared(self, facts: HealthFacts) -> Finding:
         part = facts["excess"]

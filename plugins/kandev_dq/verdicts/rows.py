@@ -39,6 +39,9 @@ class _RowVerdict(LiveScopedVerdict):
     def listing(self, facts: RowFacts):
         return facts["rules"].get(self.rule, {}).get("listing")
 
+    def counted_part(self, facts: RowFacts):
+        return facts["rules"].get(self.rule)
+
     def not_applicable(self, facts: RowFacts) -> Finding | None:
         if not facts["table_exists"]:
             return Finding(
