@@ -31,6 +31,7 @@ from kandev_dq.facts.shapes import (
     DisclosureFacts,
     SentinelBackfillFacts,
 )
+from kandev_dq.sql.compared import key_shown, key_token
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, read_once, subagent_messages
@@ -125,21 +126,26 @@ def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) ->
         )
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
-        # The key fields only, each read once per message (read_once).
+        # The key fields only, each read once per message (read_once); the key as its token
+        # (sql/compared.py), so a 50 MB one is neither copied into the read nor compared whole.
         keyed = subagent_messages(only=COVERAGE_FIELDS)
-        sm = read_once(sa.select(keyed)).subquery("keyed_messages")
+        read = [key_token(c).label(c.name) if c.name == "tool_call_id" else c for c in keyed.c]
+        sm = read_once(sa.select(*read)).subquery("keyed_messages")
         covered_until = instant_param("backfill_through", _just_after(through))
         covering = subagents.alias("covering")  # never correlated with the outer scan
         has_row = (
             sa.select(sa.literal(1))
             .where(
                 covering.c.task_session_id == sm.c.task_session_id,
-                covering.c.tool_call_id == sm.c.tool_call_id,
+                key_token(covering.c.tool_call_id) == sm.c.tool_call_id,
             )
             .exists()
         )
         uncovered = sa.select(
-            sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at
+            sm.c.id,
+            sm.c.task_session_id,
+            key_shown(sm.c.tool_call_id).label("tool_call_id"),
+            sm.c.created_at,
         ).where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
         conditions["uncovered_messages"] = Counted(
             count=sa.select(sa.func.count())
@@ -153,6 +159,7 @@ def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) ->
         conditions["backfill_after_through"] = Counted(
             when=under, sample=sa.select(*row_cols).where(under).order_by(rows.observed_at, rows.id)
         )
+    prepare(conn)  # the digest of a key over the limit (sql/compared.py)
     found, parts = counted_scan(conn, conditions, select_from=subagents)
     facts["backfill_rows"] = int(found["backfill_rows"])
     facts.update(parts)

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.facts.shapes import BackfillFacts
+from kandev_dq.sql.compared import key_token
 from kandev_dq.sql.dialect import (
     at_or_after,
     instant_param,
@@ -56,6 +57,7 @@ from kandev_dq.sql.mapping import (
 )
 from kandev_dq.sql.messages import count_and_sample, message_doc, stored_metadata
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan, part
+from kandev_dq.sql.shown import prepare
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
 #: The field families, each judged by one rule.
@@ -138,6 +140,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
     if missing:
         return _empty(f"{schema.SUBAGENTS} lacks column(s) {', '.join(missing)}", table_exists=True)
     keys = read_keys(conn)
+    prepare(conn)  # the digest of a key over the limit (sql/compared.py)
     cmp = _compare(conn, shape, _capture(keys), window_minutes)
     losers = _losers(cmp)
     key = (
@@ -265,12 +268,16 @@ def _compare(
     # would read every message once more for them, server-side copies cost the check nothing.)
     traits = store_traits(conn)
     split = traits.texts_after_join
-    expected = fenced(backfill_select(traits.name, existed, texts=not split))
+    expected = fenced(backfill_select(traits.name, existed, texts=not split, key_tokens=True))
     expected = expected.subquery("expected")
     e = expected.c
+    # Joined on the key's token (sql/compared.py): the same pairs, and no 50 MB key held by
+    # the ranking's sorter, the materialised rows and their index (0.9 GB on SQLite).
     joined = expected.join(
         table,
-        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == b.tool_call_id),
+        sa.and_(
+            e.task_session_id == b.task_session_id, e.tool_call_id == key_token(b.tool_call_id)
+        ),
         full=True,
     )
     texts = e
