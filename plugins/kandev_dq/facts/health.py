@@ -233,6 +233,7 @@ def _ledger(
     window, only the sessions where something changed are read (for a ``listing``, as a
     subquery whatever the dialect: see :meth:`WindowRead.in_sessions`)."""
     windowed = read is not None and not read.full
+    compared = (lambda key: key) if listing else key_token
 
     def within(column) -> sa.ColumnElement[bool]:
         assert read is not None
@@ -249,7 +250,7 @@ def _ledger(
     )
     messages = sa.select(
         sm.c.task_session_id,
-        key_token(sm.c.tool_call_id).label("key_token"),
+        compared(sm.c.tool_call_id).label("key"),
         sa.literal(1).label("messaged"),
         sa.case((qualifies(sm), 1), else_=0).label("qualifying"),
         sa.literal(0).label("observed"),
@@ -273,7 +274,7 @@ def _ledger(
         sides.append(
             sa.select(
                 r.task_session_id,
-                key_token(r.tool_call_id),
+                compared(r.tool_call_id),
                 sa.literal(0),
                 sa.literal(0),
                 sa.literal(1),
@@ -295,11 +296,12 @@ def _ledger(
     stacked = sa.union_all(*sides).subquery("stacked")
     s = stacked.c
     # Grouped by the key's token, never by the key (a 50 MB one cost SQLite 0.6 GB in the
-    # sorter and the samples): the same groups (sql/compared.py).
+    # sorter and the samples): the same groups (sql/compared.py). A listing groups by the key
+    # itself: it runs as pasted, where kandev-dq's digest function is not registered.
     return (
         sa.select(
             s.task_session_id,
-            key_shown(s.key_token).label("tool_call_id"),
+            (s.key if listing else key_shown(s.key)).label("tool_call_id"),
             sa.func.max(s.messaged).label("messaged"),
             sa.func.max(s.qualifying).label("qualifying"),
             sa.func.max(s.observed).label("observed"),
@@ -313,6 +315,6 @@ def _ledger(
             sa.func.max(s.changed).label("changed"),
             sa.func.max(s.recent).label("recent"),
         )
-        .group_by(s.task_session_id, s.key_token)
+        .group_by(s.task_session_id, s.key)
         .subquery("ledger")
     )
