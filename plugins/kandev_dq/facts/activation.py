@@ -31,7 +31,7 @@ from kandev_dq.facts.shapes import (
     DisclosureFacts,
     SentinelBackfillFacts,
 )
-from kandev_dq.sql.compared import key_shown, key_token
+from kandev_dq.sql.compared import key_shown, key_token, stored_key_token
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, read_once, subagent_messages
@@ -160,7 +160,7 @@ def _uncovered(covered_until: sa.BindParameter, *, tokens: bool) -> sa.Select:
     ]
     sm = read_once(sa.select(*read)).subquery("keyed_messages")
     covering = subagents.alias("covering")  # never correlated with the outer scan
-    covering_key = key_token(covering.c.tool_call_id) if tokens else covering.c.tool_call_id
+    covering_key = stored_key_token(covering.c.tool_call_id) if tokens else covering.c.tool_call_id
     has_row = (
         sa.select(sa.literal(1))
         .where(

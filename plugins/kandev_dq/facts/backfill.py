@@ -36,7 +36,7 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.facts.shapes import BackfillFacts
-from kandev_dq.sql.compared import key_token
+from kandev_dq.sql.compared import stored_key_token
 from kandev_dq.sql.dialect import (
     at_or_after,
     instant_param,
@@ -314,7 +314,7 @@ def _compare(
     e = expected.c
     # Joined on the key's token (sql/compared.py): the same pairs, and no 50 MB key held by
     # the ranking's sorter, the materialised rows and their index (0.9 GB on SQLite).
-    stored_key = key_token(b.tool_call_id) if key_tokens else b.tool_call_id
+    stored_key = stored_key_token(b.tool_call_id) if key_tokens else b.tool_call_id
     joined = expected.join(
         table,
         sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == stored_key),

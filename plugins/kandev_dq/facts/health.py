@@ -47,7 +47,7 @@ from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, re
 from kandev_dq.contract.tables import subagents
 from kandev_dq.facts.shapes import ChangeWindow, HealthFacts
 from kandev_dq.facts.window import WindowRead, read_window
-from kandev_dq.sql.compared import key_shown, key_token
+from kandev_dq.sql.compared import key_shown, key_token, stored_key_token
 from kandev_dq.sql.dialect import at_or_after, index_reads, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
@@ -234,6 +234,7 @@ def _ledger(
     subquery whatever the dialect: see :meth:`WindowRead.in_sessions`)."""
     windowed = read is not None and not read.full
     compared = (lambda key: key) if listing else key_token
+    stored = (lambda key: key) if listing else stored_key_token
 
     def within(column) -> sa.ColumnElement[bool]:
         assert read is not None
@@ -274,7 +275,7 @@ def _ledger(
         sides.append(
             sa.select(
                 r.task_session_id,
-                compared(r.tool_call_id),
+                stored(r.tool_call_id),
                 sa.literal(0),
                 sa.literal(0),
                 sa.literal(1),

@@ -11,9 +11,10 @@ are, and two longer ones by size and full digest (256 bits, never a prefix), so 
 differing only in their last byte stay two. ``NULL`` stays ``NULL`` and ``''`` stays ``''``:
 the AC-21 identity test reads the token as it reads the key.
 
-SQLite hands the key's bytes once to Python, which measures it and hashes only a key over
-the limit (registered by :func:`kandev_dq.sql.shown.prepare`); PostgreSQL computes the token
-on the server.
+SQLite hands a computed key's bytes once to Python, which measures it and hashes only a key
+over the limit (registered by :func:`kandev_dq.sql.shown.prepare`); a stored column's size it
+reads from the record header (:class:`stored_key_token`). PostgreSQL computes the token on
+the server.
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ def _key_token_sqlite(element, compiler, **kw):
     # One reading of the key: a size test would be a second, and SQLite keeps a copy of a
     # computed key (a metadata field) at each place a statement reads it.
     return f"coalesce({SQLITE_KEY_MARKER}(CAST({key} AS BLOB)), {key})"
+
+
+class stored_key_token(key_token):  # noqa: N801 - reads as a SQL function
+    """:class:`key_token` of a stored column: SQLite reads its size from the record header
+    without the value, so only a key over the limit reaches Python."""
+
+    inherit_cache = True
+
+
+@compiles(stored_key_token, "sqlite")
+def _stored_key_token_sqlite(element, compiler, **kw):
+    (value,) = element.clauses
+    key = compiler.process(value, **kw)
+    return (
+        f"CASE WHEN octet_length({key}) <= {KEY_COMPARED_BYTES} THEN {key} "
+        f"ELSE {SQLITE_KEY_MARKER}(CAST({key} AS BLOB)) END"
+    )
 
 
 @compiles(key_token, "postgresql")
