@@ -1,5 +1,6 @@
 """``python -m bench --huge-value SCALE``: peak RSS of ``check --checkpoint pre_release`` with
-one 50 MB subagent description, in its message alone and in its message and backfilled row.
+one 50 MB subagent description, in its message alone and in its message and backfilled row,
+and with one 50 MB ``tool_call_id`` in a message.
 
 For each dialect:
 
@@ -10,6 +11,8 @@ For each dialect:
 3. the row the backfill writes from that message, inserted by the backfill's own statement
    restricted to it (:func:`add_backfilled_row`): the *message and row* case, the store a
    backfill that ran after the message was written leaves (or a hostile store);
+   the *key in message* case, a copy of the store of step 1 with one subagent message whose
+   ``tool_call_id`` is :data:`HUGE_VALUE_CHARS` characters (:func:`add_huge_key`);
 4. ``--repeat`` rounds of: GX's import + context as a process, then ``check --checkpoint
    pre_release`` as a process on each case (a copy of the store is kept after step 2).
 
@@ -38,8 +41,8 @@ from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select
 #: The largest single value of the hostile-store rows: one subagent description.
 HUGE_VALUE_CHARS = 50_000_000
 LIVE_PER_UNIT = 10
-#: The two cases, in the order they are built and shown.
-CASES = ("message", "message and row")
+#: The cases, in the order they are built and shown.
+CASES = ("message", "message and row", "key in message")
 
 
 def _say(message: str) -> None:
@@ -60,6 +63,19 @@ def add_huge_description(store: Copy) -> str:
         return build.subagent_message(
             session, T0, "bench-huge", description="d" * HUGE_VALUE_CHARS, status="completed"
         )
+    finally:
+        engine.dispose()
+
+
+def add_huge_key(store: Copy) -> None:
+    """One subagent message (in a session of its own, before the backfill's mark, so that
+    coverage, the reconciliation and no row compare it) whose ``tool_call_id`` is huge: keys
+    are grouped and joined, and must be compared without being carried whole."""
+    engine = store.engine()
+    try:
+        build = StoreBuilder(engine)
+        session = build.session(task_id="bench-huge-key")
+        build.subagent_message(session, T0, "k" * HUGE_VALUE_CHARS, status="completed")
     finally:
         engine.dispose()
 
@@ -99,12 +115,15 @@ def prepare(stores: Stores, dialect: str, scale: int) -> dict[str, Copy]:
         sample.append_live_traffic(engine, count=live, seed=1, until=datetime.now(UTC))
     finally:
         engine.dispose()
-    _say(f"{dialect}: one {HUGE_VALUE_CHARS // 1_000_000} MB description")
+    keyed = stores.copy(store, "huge_key")
+    _say(f"{dialect}: one {HUGE_VALUE_CHARS // 1_000_000} MB description, and key")
     message_id = add_huge_description(store)
     stores.analyze(store)
     with_row = stores.copy(store, "huge_row")
     add_backfilled_row(with_row, message_id)
-    return {"message": store, "message and row": with_row}
+    add_huge_key(keyed)
+    stores.analyze(keyed)
+    return {"message": store, "message and row": with_row, "key in message": keyed}
 
 
 def measure_huge(
@@ -138,7 +157,7 @@ def measure_huge(
 
 def render(info: dict, results: list[dict[str, Any]]) -> str:
     lines = [
-        "# Peak RSS with one huge description",
+        "# Peak RSS with one huge description or key",
         "",
         f"Measured {info['date']}; `{info['command']}`; Python {info['python']}, GX "
         f"{info['great_expectations']}, SQLite {info['sqlite']}"
@@ -148,7 +167,8 @@ def render(info: dict, results: list[dict[str, Any]]) -> str:
         "",
         "`check --checkpoint pre_release` as a whole process, on a migrated store with one "
         "subagent description of ASCII text in a message (*message*), and in that message and "
-        "the row the backfill writes from it (*message and row*). Bound: GX import + context + "
+        "the row the backfill writes from it (*message and row*), and with one subagent "
+        "message whose `tool_call_id` is as long (*key in message*). Bound: GX import + context + "
         f"{RSS_OVER_GX_MB} MB + {RSS_PER_HUGE_VALUE}× the value. Margin: the bound less the "
         "peak.",
         "",

@@ -31,6 +31,7 @@ from kandev_dq.facts.shapes import (
     DisclosureFacts,
     SentinelBackfillFacts,
 )
+from kandev_dq.sql.compared import key_shown, key_token, stored_key_token
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.mapping import qualifies, read_once, subagent_messages
@@ -125,27 +126,14 @@ def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) ->
         )
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
-        # The key fields only, each read once per message (read_once).
-        keyed = subagent_messages(only=COVERAGE_FIELDS)
-        sm = read_once(sa.select(keyed)).subquery("keyed_messages")
         covered_until = instant_param("backfill_through", _just_after(through))
-        covering = subagents.alias("covering")  # never correlated with the outer scan
-        has_row = (
-            sa.select(sa.literal(1))
-            .where(
-                covering.c.task_session_id == sm.c.task_session_id,
-                covering.c.tool_call_id == sm.c.tool_call_id,
-            )
-            .exists()
-        )
-        uncovered = sa.select(
-            sm.c.id, sm.c.task_session_id, sm.c.tool_call_id, sm.c.created_at
-        ).where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
+        uncovered = _uncovered(covered_until, tokens=True)
         conditions["uncovered_messages"] = Counted(
             count=sa.select(sa.func.count())
-            .select_from(uncovered.subquery("uncovered"))
+            .select_from(uncovered.order_by(None).subquery("uncovered"))
             .scalar_subquery(),
-            sample=uncovered.order_by(sm.c.created_at, sm.c.id),
+            sample=uncovered,
+            listing=_uncovered(covered_until, tokens=False),
         )
         # An under-claim (rows past the published mark) is disclosed, never an error.
         past = instant_param("through_latest", _just_after(_latest_possible(through)))
@@ -153,10 +141,44 @@ def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) ->
         conditions["backfill_after_through"] = Counted(
             when=under, sample=sa.select(*row_cols).where(under).order_by(rows.observed_at, rows.id)
         )
+    prepare(conn)  # the digest of a key over the limit (sql/compared.py)
     found, parts = counted_scan(conn, conditions, select_from=subagents)
     facts["backfill_rows"] = int(found["backfill_rows"])
     facts.update(parts)
     return facts
+
+
+def _uncovered(covered_until: sa.BindParameter, *, tokens: bool) -> sa.Select:
+    """Qualifying messages created up to ``backfill_through`` whose key no row has (AC-24
+    point 1), in creation order; the key fields only, each read once per message
+    (read_once). With ``tokens`` the key is read as its token (sql/compared.py), so a 50 MB
+    one is neither copied into the read nor compared whole; a listing compares the keys
+    themselves, as it runs where kandev-dq's digest function is not registered."""
+    keyed = subagent_messages(only=COVERAGE_FIELDS)
+    read = [
+        key_token(c).label(c.name) if tokens and c.name == "tool_call_id" else c for c in keyed.c
+    ]
+    sm = read_once(sa.select(*read)).subquery("keyed_messages")
+    covering = subagents.alias("covering")  # never correlated with the outer scan
+    covering_key = stored_key_token(covering.c.tool_call_id) if tokens else covering.c.tool_call_id
+    has_row = (
+        sa.select(sa.literal(1))
+        .where(
+            covering.c.task_session_id == sm.c.task_session_id,
+            covering_key == sm.c.tool_call_id,
+        )
+        .exists()
+    )
+    return (
+        sa.select(
+            sm.c.id,
+            sm.c.task_session_id,
+            (key_shown(sm.c.tool_call_id) if tokens else sm.c.tool_call_id).label("tool_call_id"),
+            sm.c.created_at,
+        )
+        .where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
+        .order_by(sm.c.created_at, sm.c.id)
+    )
 
 
 def sentinel_backfill_facts(conn: sa.Connection, window_minutes: float) -> SentinelBackfillFacts:

@@ -36,6 +36,7 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, read_key
 from kandev_dq.facts.shapes import BackfillFacts
+from kandev_dq.sql.compared import stored_key_token
 from kandev_dq.sql.dialect import (
     at_or_after,
     instant_param,
@@ -56,6 +57,7 @@ from kandev_dq.sql.mapping import (
 )
 from kandev_dq.sql.messages import count_and_sample, message_doc, stored_metadata
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan, part
+from kandev_dq.sql.shown import prepare
 from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
 
 #: The field families, each judged by one rule.
@@ -138,26 +140,25 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
     if missing:
         return _empty(f"{schema.SUBAGENTS} lacks column(s) {', '.join(missing)}", table_exists=True)
     keys = read_keys(conn)
+    prepare(conn)  # the digest of a key over the limit (sql/compared.py)
     cmp = _compare(conn, shape, _capture(keys), window_minutes)
     losers = _losers(cmp)
-    key = (
-        cmp.b.id.label("row_id"),
-        cmp.b.task_session_id,
-        cmp.b.tool_call_id,
-        cmp.e.id.label("message_id"),
-    )
-    shown = _shown(cmp)
+    # The listings join on the keys themselves: they run as pasted, where kandev-dq's digest
+    # function is not registered (the statements the check runs join on tokens).
+    listed = _compare(conn, shape, _capture(keys), window_minutes, key_tokens=False)
+    listed_losers = _losers(listed)
+    listed_rows = _family_rows(listed, _family_conditions(listed, listed_losers))
     # Every family's count in ONE statement; the winner family's own count and sample come
     # from the losers (the counting statement only finds its candidates, AC-21b).
-    order = (cmp.b.task_session_id, cmp.b.tool_call_id, cmp.b.id)
+    families_of = _family_conditions(cmp, losers)
+    rows = _family_rows(cmp, families_of)
     conditions = {
         name: Counted(
             when=cond,
-            sample=None
-            if name == "winner"
-            else sa.select(*key, *shown[name]).select_from(cmp.joined).where(cond).order_by(*order),
+            sample=None if name == "winner" else rows[name],
+            listing=None if name == "winner" else listed_rows[name],
         )
-        for name, cond in _family_conditions(cmp, losers).items()
+        for name, cond in families_of.items()
     }
     extra = [
         sa.func.count(sa.distinct(cmp.e.id)).label("expected_rows"),
@@ -175,6 +176,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         conditions["text"] = Counted(
             when=text.when,
             sample=text.sample,
+            listing=text.listing,
             count=count_when(
                 sa.and_(
                     strict,
@@ -200,20 +202,18 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
             ).scalar_one()
         if differing:
             total = counts["text"] + differing
-            families["text"] = part(conn, total, conditions["text"].sample, "text")
+            text = conditions["text"]
+            families["text"] = part(conn, total, text.sample, "text", listing=text.listing)
     expected_rows = counts["expected_rows"]
-    # One row per backfill row, whichever losers it matches (AC-21b).
-    carrying_losers = (
-        sa.select(*key, *shown["winner"], sa.func.min(losers.lost.id).label("loser_id"))
-        .select_from(losers.joined)
-        .where(losers.candidates, losers.carried)
-        .group_by(*key, *shown["winner"])
-        .order_by(*order)
-    )
+    carrying_losers = _carrying_losers(cmp, losers)
     winner: Part = {
         "count": 0,
         "sample": [],
-        "listing": listing_of(conn, carrying_losers, "row carries a losing message's values"),
+        "listing": listing_of(
+            conn,
+            _carrying_losers(listed, listed_losers),
+            "row carries a losing message's values",
+        ),
     }
     if counts["winner"]:  # only candidates are joined to the losers
         winner["count"], winner["sample"] = count_and_sample(conn, carrying_losers)
@@ -231,15 +231,59 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
     }
 
 
+def _key(cmp: _Comparison) -> tuple[sa.ColumnElement, ...]:
+    """The columns naming a compared pair in each sample: the row's key, the message's id."""
+    b = cmp.b
+    return (b.id.label("row_id"), b.task_session_id, b.tool_call_id, cmp.e.id.label("message_id"))
+
+
+def _order(cmp: _Comparison) -> tuple[sa.ColumnElement, ...]:
+    return (cmp.b.task_session_id, cmp.b.tool_call_id, cmp.b.id)
+
+
+def _family_rows(
+    cmp: _Comparison, conditions: dict[str, sa.ColumnElement[bool]]
+) -> dict[str, sa.Select]:
+    """Each family's offending pairs (but the winner's, read from the losers), in key order."""
+    shown = _shown(cmp)
+    return {
+        name: sa.select(*_key(cmp), *shown[name])
+        .select_from(cmp.joined)
+        .where(cond)
+        .order_by(*_order(cmp))
+        for name, cond in conditions.items()
+        if name != "winner"
+    }
+
+
+def _carrying_losers(cmp: _Comparison, losers: _Losers) -> sa.Select:
+    """One row per backfill row carrying a losing message's values, whichever losers it
+    matches (AC-21b)."""
+    key, shown = _key(cmp), _shown(cmp)["winner"]
+    return (
+        sa.select(*key, *shown, sa.func.min(losers.lost.id).label("loser_id"))
+        .select_from(losers.joined)
+        .where(losers.candidates, losers.carried)
+        .group_by(*key, *shown)
+        .order_by(*_order(cmp))
+    )
+
+
 def _differs(left, right) -> sa.ColumnElement[bool]:
     return left.is_distinct_from(right)
 
 
 def _compare(
-    conn: sa.Connection, shape: SubagentsShape, capture: Instant | None, window_minutes: float
+    conn: sa.Connection,
+    shape: SubagentsShape,
+    capture: Instant | None,
+    window_minutes: float,
+    *,
+    key_tokens: bool = True,
 ) -> _Comparison:
     """The expected rows fully joined to the stored rows of their keys (one read of the
-    messages), and which rows drifted after the backfill (compared on write-once fields)."""
+    messages), and which rows drifted after the backfill (compared on write-once fields).
+    Joined on the keys' tokens unless ``key_tokens`` is false (a listing)."""
     table = sa.table(
         schema.SUBAGENTS,
         *(sa.column(c.name, c.type) for c in schema.subagents.columns if c.name in shape.columns),
@@ -265,12 +309,15 @@ def _compare(
     # would read every message once more for them, server-side copies cost the check nothing.)
     traits = store_traits(conn)
     split = traits.texts_after_join
-    expected = fenced(backfill_select(traits.name, existed, texts=not split))
-    expected = expected.subquery("expected")
+    expected = backfill_select(traits.name, existed, texts=not split, key_tokens=key_tokens)
+    expected = fenced(expected).subquery("expected")
     e = expected.c
+    # Joined on the key's token (sql/compared.py): the same pairs, and no 50 MB key held by
+    # the ranking's sorter, the materialised rows and their index (0.9 GB on SQLite).
+    stored_key = stored_key_token(b.tool_call_id) if key_tokens else b.tool_call_id
     joined = expected.join(
         table,
-        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == b.tool_call_id),
+        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == stored_key),
         full=True,
     )
     texts = e

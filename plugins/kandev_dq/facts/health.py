@@ -47,12 +47,14 @@ from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, MalformedKey, re
 from kandev_dq.contract.tables import subagents
 from kandev_dq.facts.shapes import ChangeWindow, HealthFacts
 from kandev_dq.facts.window import WindowRead, read_window
+from kandev_dq.sql.compared import key_shown, key_token, stored_key_token
 from kandev_dq.sql.dialect import at_or_after, index_reads, instant_param, utc_instant
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.sql.listing import listing_of
 from kandev_dq.sql.mapping import qualifies, subagent_messages
 from kandev_dq.sql.messages import display, sample_of
 from kandev_dq.sql.scan import carry_sessions, count_when, part
+from kandev_dq.sql.shown import prepare
 from kandev_dq.store.observe import observe_subagents
 
 
@@ -195,6 +197,7 @@ def _counted(
     ledger = _ledger(bound, with_rows=with_rows, read=read)
     k = ledger.c
     changed = k.changed == 1
+    prepare(conn)  # the digest of a key over the limit (sql/compared.py)
     with index_reads(conn, small=read is not None and read.small):
         counts = conn.execute(
             sa.select(
@@ -227,6 +230,8 @@ def _ledger(
     window, only the sessions where something changed are read (for a ``listing``, as a
     subquery whatever the dialect: see :meth:`WindowRead.in_sessions`)."""
     windowed = read is not None and not read.full
+    compared = (lambda key: key) if listing else key_token
+    stored = (lambda key: key) if listing else stored_key_token
 
     def within(column) -> sa.ColumnElement[bool]:
         assert read is not None
@@ -243,7 +248,7 @@ def _ledger(
     )
     messages = sa.select(
         sm.c.task_session_id,
-        sm.c.tool_call_id,
+        compared(sm.c.tool_call_id).label("key"),
         sa.literal(1).label("messaged"),
         sa.case((qualifies(sm), 1), else_=0).label("qualifying"),
         sa.literal(0).label("observed"),
@@ -269,7 +274,7 @@ def _ledger(
         sides.append(
             sa.select(
                 r.task_session_id,
-                r.tool_call_id,
+                stored(r.tool_call_id),
                 sa.literal(0),
                 sa.literal(0),
                 sa.literal(1),
@@ -294,10 +299,13 @@ def _ledger(
         )
     stacked = sa.union_all(*sides).subquery("stacked")
     s = stacked.c
+    # Grouped by the key's token, never by the key (a 50 MB one cost SQLite 0.6 GB in the
+    # sorter and the samples): the same groups (sql/compared.py). A listing groups by the key
+    # itself: it runs as pasted, where kandev-dq's digest function is not registered.
     return (
         sa.select(
             s.task_session_id,
-            s.tool_call_id,
+            (s.key if listing else key_shown(s.key)).label("tool_call_id"),
             sa.func.max(s.messaged).label("messaged"),
             sa.func.max(s.qualifying).label("qualifying"),
             sa.func.max(s.observed).label("observed"),
@@ -311,6 +319,6 @@ def _ledger(
             sa.func.max(s.changed).label("changed"),
             sa.func.max(s.recent).label("recent"),
         )
-        .group_by(s.task_session_id, s.tool_call_id)
+        .group_by(s.task_session_id, s.key)
         .subquery("ledger")
     )

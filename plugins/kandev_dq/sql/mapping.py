@@ -29,6 +29,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
 from kandev_dq.contract import tables as schema
+from kandev_dq.sql.compared import key_token
 from kandev_dq.sql.dialect import (
     at_or_after,
     before,
@@ -236,7 +237,11 @@ def _id_order(column, dialect_name: str):
 
 
 def winners(
-    dialect_name: str, created_before: sa.BindParameter | None = None, *, texts: bool = True
+    dialect_name: str,
+    created_before: sa.BindParameter | None = None,
+    *,
+    texts: bool = True,
+    key_tokens: bool = False,
 ) -> sa.Subquery:
     """The qualifying messages ranked per (task_session_id, tool_call_id): ``rank`` 1 is the
     AC-21b winner, the newest created_at, then the greatest id.
@@ -244,6 +249,9 @@ def winners(
     ``created_before`` (an instant parameter) ranks only the messages created before it: the
     ones a backfill that ran before that instant could have read (AC-21b, AC-22). Without
     ``texts`` the :data:`UNBOUNDED_TEXT` fields are left out (see :func:`backfill_select`).
+    With ``key_tokens`` the ``tool_call_id`` ranked by and returned is its
+    :class:`~kandev_dq.sql.compared.key_token`, for a reader comparing keys: the same ranks,
+    and a huge key never passes whole through the sort.
 
     The messages are read once, ranked with their fields, except on SQLite with ``texts``:
     there the window sorts ids and keys only and each message's fields are read after it, by
@@ -267,7 +275,12 @@ def winners(
     if dialect_name != "sqlite" or not texts:
         sm = subagent_messages("msg", only=only, reads_most_fields=True)
         # Fenced: the sort then carries the fields, not each message's document and text.
-        fields = fenced(sa.select(sm)).subquery("msg_fields")
+        # With key_tokens, the token is taken before the sort, which then never holds the key.
+        read = [
+            key_token(c).label(c.name) if key_tokens and c.name == "tool_call_id" else c
+            for c in sm.c
+        ]
+        fields = (read_once if key_tokens else fenced)(sa.select(*read)).subquery("msg_fields")
         return ranked_by_recency(fields, fields).subquery("ranked")
     keyed = subagent_messages(
         "keyed", only=("id", "task_session_id", "task_id", "created_at", "tool_call_id")
@@ -330,7 +343,11 @@ BACKFILL_COLUMNS = (
 
 
 def backfill_select(
-    dialect_name: str, created_before: sa.BindParameter | None = None, *, texts: bool = True
+    dialect_name: str,
+    created_before: sa.BindParameter | None = None,
+    *,
+    texts: bool = True,
+    key_tokens: bool = False,
 ) -> sa.Select:
     """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table);
     with ``created_before``, the rows a backfill that ran before that instant inserted.
@@ -338,8 +355,9 @@ def backfill_select(
     Without ``texts``, the :data:`UNBOUNDED_TEXT` columns are left out, for a reader that
     takes them from :func:`subagent_messages` by id: SQLite materialises a subquery joined
     as these rows are in the backfill reconciliation, a copy of each value and one more as
-    it is read back (a 50 MB description cost 100 MB that way)."""
-    r = winners(dialect_name, created_before, texts=texts)
+    it is read back (a 50 MB description cost 100 MB that way). With ``key_tokens`` the
+    ``tool_call_id`` is its token (see :func:`winners`), for the reconciliation's join."""
+    r = winners(dialect_name, created_before, texts=texts, key_tokens=key_tokens)
     agent_status, tool_status = r.c.agent_status, r.c.tool_status  # '' already read as NULL
     return sa.select(
         r.c.id,

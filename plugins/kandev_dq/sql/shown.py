@@ -20,6 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
+from kandev_dq.sql.compared import SQLITE_KEY_MARKER, key_marker
+
 #: A value longer than this (an RFC3339 key has at most 35 characters) is shown and recorded
 #: as its first :data:`SHOWN_HEAD_CHARS` characters, its length and a digest's head.
 KEY_DISPLAY_LIMIT = 200
@@ -29,12 +31,13 @@ _SQLITE_SHA256 = "kandev_dq_sha256"
 
 
 def prepare(conn: sa.Connection) -> None:
-    """Give a SQLite connection the digest function :func:`shown` uses (a no-op elsewhere).
+    """Give a SQLite connection the digest functions :func:`shown` and
+    :class:`~kandev_dq.sql.compared.key_token` use (a no-op elsewhere).
     Registering again replaces the same function: any read path may call this."""
     if conn.dialect.name == "sqlite":
-        conn.connection.driver_connection.create_function(
-            _SQLITE_SHA256, 1, _sha256_hex, deterministic=True
-        )
+        driver = conn.connection.driver_connection
+        driver.create_function(_SQLITE_SHA256, 1, _sha256_hex, deterministic=True)
+        driver.create_function(SQLITE_KEY_MARKER, 1, key_marker, deterministic=True)
 
 
 def _sha256_hex(raw: bytes | None) -> str | None:

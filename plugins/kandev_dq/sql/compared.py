@@ -1,0 +1,94 @@
+"""Keys as the checks match, group and count them: exactly, and never carried whole.
+
+A key may be any size (one 50 MB ``tool_call_id`` in a message's metadata). Grouped, sorted
+or joined as it is, SQLite carries the whole value through each sorter and materialised
+subquery, and keeps a copy at each place a statement reads it (a 50 MB key cost a check
+0.9 GB). A key is therefore compared as its :class:`key_token`: the key itself up to
+:data:`KEY_COMPARED_BYTES` bytes, else a text longer than that naming its size and its whole
+SHA-256. Two tokens are equal iff their keys are: a key within the limit never equals a token
+of a longer one (the token is longer than any such key), two keys within it compare as they
+are, and two longer ones by size and full digest (256 bits, never a prefix), so keys
+differing only in their last byte stay two. ``NULL`` stays ``NULL`` and ``''`` stays ``''``:
+the AC-21 identity test reads the token as it reads the key.
+
+SQLite hands a computed key's bytes once to Python, which measures it and hashes only a key
+over the limit (registered by :func:`kandev_dq.sql.shown.prepare`); a stored column's size it
+reads from the record header (:class:`stored_key_token`). PostgreSQL computes the token on
+the server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import FunctionElement
+
+#: A key of at most this many bytes is compared as it is; a longer one by size and SHA-256.
+KEY_COMPARED_BYTES = 1024
+SQLITE_KEY_MARKER = "kandev_dq_key_marker"
+
+
+def key_marker(raw: bytes | None) -> str | None:
+    """The token of a key of more than :data:`KEY_COMPARED_BYTES` bytes (``raw``, its bytes):
+    its size and SHA-256, padded with spaces past the limit. None for a shorter key."""
+    if raw is None or len(raw) <= KEY_COMPARED_BYTES:
+        return None
+    named = f"...[{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}]"
+    return named.ljust(KEY_COMPARED_BYTES + 1)
+
+
+class key_token(FunctionElement):  # noqa: N801 - reads as a SQL function
+    """A key as compared (see the module's note): itself, or the marker of a longer one."""
+
+    inherit_cache = True
+    type = sa.Text()
+
+
+@compiles(key_token, "sqlite")
+def _key_token_sqlite(element, compiler, **kw):
+    (value,) = element.clauses
+    key = compiler.process(value, **kw)
+    # One reading of the key: a size test would be a second, and SQLite keeps a copy of a
+    # computed key (a metadata field) at each place a statement reads it.
+    return f"coalesce({SQLITE_KEY_MARKER}(CAST({key} AS BLOB)), {key})"
+
+
+class stored_key_token(key_token):  # noqa: N801 - reads as a SQL function
+    """:class:`key_token` of a stored column: SQLite reads its size from the record header
+    without the value, so only a key over the limit reaches Python."""
+
+    inherit_cache = True
+
+
+@compiles(stored_key_token, "sqlite")
+def _stored_key_token_sqlite(element, compiler, **kw):
+    (value,) = element.clauses
+    key = compiler.process(value, **kw)
+    return (
+        f"CASE WHEN octet_length({key}) <= {KEY_COMPARED_BYTES} THEN {key} "
+        f"ELSE {SQLITE_KEY_MARKER}(CAST({key} AS BLOB)) END"
+    )
+
+
+@compiles(key_token, "postgresql")
+def _key_token_postgresql(element, compiler, **kw):
+    (value,) = element.clauses
+    key = compiler.process(value, **kw)
+    named = (
+        f"'...[' || octet_length({key}) || ' bytes, sha256 ' || "
+        f"encode(sha256(convert_to({key}, 'UTF8')), 'hex') || ']'"
+    )
+    return (
+        f"CASE WHEN octet_length({key}) <= {KEY_COMPARED_BYTES} THEN {key} "
+        f"ELSE rpad({named}, {KEY_COMPARED_BYTES + 1}) END"
+    )
+
+
+def key_shown(token: sa.ColumnElement) -> sa.ColumnElement:
+    """A token as a sample or a listing shows its key: the key within the limit, else its
+    size and digest (its head is not carried)."""
+    return sa.case(
+        (sa.func.octet_length(token) <= KEY_COMPARED_BYTES, token), else_=sa.func.rtrim(token)
+    )

@@ -1,0 +1,141 @@
+"""A huge ``tool_call_id`` in a message's metadata: counted exactly like a short one by the
+writer-health, backfill and coverage facts, on both dialects, and a whole ``check`` stays
+within the memory bound of docs/reliability.md (GX import + context + 100 MB + 3x the value).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+
+import pytest
+
+from kandev_dq.facts.activation import activation_facts
+from kandev_dq.facts.backfill import backfill_facts
+from kandev_dq.facts.health import health_facts
+from kandev_dq.lab import sample
+from kandev_dq.lab.storebuilder import T0, StoreBuilder
+from kandev_dq.migration import runner as migrate
+from kandev_dq.sql.compared import KEY_COMPARED_BYTES
+from kandev_dq.store.access import open_store
+from kandev_dq.store.snapshot import facts_for, pinned
+from tests.benchhelpers import migrated_bench_store
+
+#: Over the comparison limit many times over; small enough for a test's memory.
+HUGE = 4 * KEY_COMPARED_BYTES
+MEASURED_MB = 25
+#: The bound's parts (docs/reliability.md): beside GX's import and context, per value.
+OVER_GX_MB = 100
+PER_VALUE = 3
+
+
+def read(target, family: str, compute):
+    opened = open_store(target.url, read_only=True)
+    try:
+        with pinned(opened.engine):
+            return facts_for(opened.engine, family, compute)
+    finally:
+        opened.dispose()
+
+
+def live_key(build: StoreBuilder, session: str, key: str, *, with_row: bool) -> None:
+    """A qualifying message written after capture_since, with its row when ``with_row``."""
+    at = datetime.now(UTC)
+    build.subagent_message(session, at, key, description="d", status="completed")
+    if with_row:
+        build.subagent_row(session, key, at)
+
+
+def shortfall_excess(target) -> tuple[int, int]:
+    facts = read(target, "health", health_facts)
+    return facts["shortfall"]["count"], facts["excess"]["count"]
+
+
+@pytest.mark.parametrize("size", [8, HUGE])
+def test_writer_health_counts_a_huge_key_as_a_short_one(target, size):
+    migrated_bench_store(target)
+    build = StoreBuilder(target.engine)
+    session = build.session(task_id="t-key")
+    base = shortfall_excess(target)
+    key = "k" * (size - 1)
+    live_key(build, session, key + "a", with_row=True)
+    assert shortfall_excess(target) == base  # present: no shortfall
+    live_key(build, session, key + "b", with_row=False)
+    assert shortfall_excess(target) == (base[0] + 1, base[1])  # absent: one
+    # Differing from a key of the window only in its last byte: two keys, each counted.
+    live_key(build, session, key + "c", with_row=False)
+    build.subagent_row(session, key + "d", datetime.now(UTC))
+    assert shortfall_excess(target) == (base[0] + 2, base[1] + 1)
+    shown = read(target, "health", health_facts)["shortfall"]["sample"]
+    assert all(len(row["tool_call_id"]) < 300 for row in shown)
+
+
+@pytest.mark.parametrize("size", [8, HUGE])
+def test_backfill_and_coverage_count_a_huge_key_as_a_short_one(target, size):
+    sample.create_store(target.engine, subagents="amended")
+    sample.generate(target.engine, scale=1, seed=0)
+    build = StoreBuilder(target.engine)
+    session = build.session(task_id="t-key")
+    key = "k" * (size - 1)
+    build.subagent_message(session, T0, key + "a", description="d", status="completed")
+    build.subagent_message(session, T0, key + "b", description="d", status="completed")
+    store = open_store(target.url, read_only=False)
+    try:
+        assert migrate.run(store).ok
+    finally:
+        store.dispose()
+    backfill = read(target, "backfill", lambda conn: backfill_facts(conn, 10))
+    assert backfill["families"]["orphan"]["count"] == 0
+    expected = backfill["expected_rows"]
+    assert backfill["backfill_rows"] == expected  # both keys mapped, each to its own row
+    coverage = read(target, "activation", activation_facts)
+    assert coverage["uncovered_messages"]["count"] == 0
+
+    # A later message under one of the keys (never backfilled) leaves the counts as they are;
+    # one differing in its last byte is a key of its own (a message the backfill never read).
+    build.subagent_message(session, T0, key + "c", description="d", status="completed")
+    coverage = read(target, "activation", activation_facts)
+    assert coverage["uncovered_messages"]["count"] == 1
+    assert len(coverage["uncovered_messages"]["sample"][0]["tool_call_id"]) < 300
+    backfill = read(target, "backfill", lambda conn: backfill_facts(conn, 10))
+    assert backfill["expected_rows"] == expected + 1
+    assert backfill["families"]["orphan"]["count"] == 0
+
+
+_MEASURE = """
+import json, resource, subprocess, sys
+run = subprocess.run(sys.argv[1:], capture_output=True)
+print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                  "exit": run.returncode}))
+"""
+
+
+def peak_rss(argv: list[str]) -> dict:
+    """The peak RSS of ``argv`` run alone, from a small wrapper that measures its own child."""
+    done = subprocess.run([sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True)
+    return json.loads(done.stdout)
+
+
+def test_a_check_with_a_huge_key_stays_within_the_memory_bound(target, project):
+    migrated_bench_store(target)
+    build = StoreBuilder(target.engine)
+    value = "k" * (MEASURED_MB * 1_000_000)
+    session = build.session(task_id="t-huge")
+    build.subagent_message(session, T0, value, description="d", status="completed")
+    live_key(build, build.session(task_id="t-huge-live"), value, with_row=False)
+    del value
+    load = "import great_expectations as gx; gx.get_context(mode='file', context_root_dir=%r)"
+    baseline = peak_rss([sys.executable, "-c", load % str(project)])["rss_mb"]
+    check = [sys.executable, "-c", "from kandev_dq.cli import main; main()", "check"]
+    found = peak_rss(
+        [
+            *check,
+            *("--project", str(project), "--store", target.url),
+            *("--checkpoint", "pre_release", "--format", "json", "--quiet"),
+        ]
+    )
+    assert found["exit"] == 1  # the shortfall and the uncovered message are found
+    bound = baseline + OVER_GX_MB + PER_VALUE * MEASURED_MB
+    assert found["rss_mb"] <= bound, f"{found['rss_mb']:.0f} MB over the bound {bound:.0f} MB"
