@@ -71,6 +71,8 @@ class CheckReport:
     run_name: str = ""
     run_time: str = ""  #: RFC 3339, UTC (``Z``)
     duration_s: float = 0.0
+    #: When the run ended, records written and pruned (RFC 3339, UTC): a monitor's last run.
+    finished_at: str = ""
     #: Each suite's own duration in the run (JUnit's per-suite ``time``).
     suite_seconds: dict[str, float] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
@@ -164,6 +166,7 @@ def run_check(
         if keep_days is not None:
             report.pruned = ledger.prune(keep_days)
         report.duration_s = round(time.perf_counter() - started, 3)
+        report.finished_at = rfc3339(dt.datetime.now(dt.UTC))
         return report
 
 
