@@ -13,6 +13,8 @@ that would otherwise shell out to the CLI and parse its JSON::
     plan = kandev_dq.migrate(store="./kandev.db", dry_run=True)   # what would run
     plan.to_dict(), plan.exit_code
 
+    kandev_dq.metrics(report)       # a registry: its Prometheus families (--format openmetrics)
+
 Exit codes (:class:`kandev_dq.errors.ExitCode`, as the CLI's): ``OK`` (0) every rule passed,
 ``FAILED`` (1) a rule of a failing severity failed (or a migration step failed),
 ``COULD_NOT_RUN`` (2) the run could not happen: the calls raise
@@ -31,13 +33,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # GX and the SQL toolkit load only when a call needs them
+    from prometheus_client.registry import CollectorRegistry
+
     from kandev_dq.migration.report import MigrationReport
     from kandev_dq.run.check import CheckReport
     from kandev_dq.run.checkpoint import Progress
+    from kandev_dq.store.reference import StoreRef
 
 
 def check(
-    store: str | None = None,
+    store: str | StoreRef | None = None,
     checkpoint: str = "nightly",
     project: str | Path | None = None,
     *,
@@ -90,6 +95,20 @@ def check(
 
         remove_result_pages(folder, report.pruned.result_keys)
     return report
+
+
+def metrics(*reports: CheckReport) -> CollectorRegistry:
+    """A Prometheus registry holding the metric families of these finished runs (each
+    store's latest run of each checkpoint wins), as ``check --format openmetrics`` prints one:
+    for ``prometheus_client``'s ``push_to_gateway``, ``write_to_textfile`` or
+    ``generate_latest``. A process that goes on checking keeps one
+    :class:`kandev_dq.report.metrics.CheckMetrics` instead and records each run into it."""
+    from kandev_dq.report.metrics import CheckMetrics
+
+    held = CheckMetrics()
+    for report in reports:
+        held.finished(report)
+    return held.registry()
 
 
 def migrate(

@@ -12,7 +12,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich import box
@@ -38,6 +38,9 @@ from kandev_dq.cli.options import (
 from kandev_dq.cli.output import errors_as, print_report, progress, say, used
 from kandev_dq.errors import KandevDqError
 from kandev_dq.text import one_line
+
+if TYPE_CHECKING:
+    from kandev_dq.store.reference import StoreRef
 
 
 def check(
@@ -66,9 +69,16 @@ def check(
     strict: StrictOption = False,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
-    errors_as(ctx, output_format)
+    document = errors_as(ctx, output_format)
+    target: str | StoreRef | None = store
+    if output_format is CheckFormat.openmetrics:
+        from kandev_dq.run.inputs import chosen_store
+
+        # Read once here: a run that cannot happen still reports this store as down.
+        target = chosen_store(store)
+        document.store = target.shown
     report = api.check(  # vets its inputs before GX loads, as checked_inputs does
-        store,
+        target,
         checkpoint,
         project,
         records=records,
@@ -88,6 +98,10 @@ def check(
         from kandev_dq.report.junit import junit_xml
 
         sys.stdout.write(junit_xml(report, fail_on.value))
+    elif output_format is CheckFormat.openmetrics:
+        from kandev_dq.report.metrics import run_exposition
+
+        sys.stdout.write(run_exposition(report))
     else:
         print_report(report, verdict_line(report))
     raise typer.Exit(int(report.exit_code(fail_on.value)))

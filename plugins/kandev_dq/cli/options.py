@@ -81,6 +81,8 @@ class CheckFormat(StrEnum):
     text = "text"
     json = "json"
     junit = "junit"  # JUnit XML: what Jenkins, GitLab and most CI systems read
+    # Prometheus metric families: node_exporter's textfile collector, a Pushgateway
+    openmetrics = "openmetrics"
 
 
 class FailOn(StrEnum):

@@ -26,7 +26,7 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 #: The ``--format`` values whose run writes a document on stdout even when it cannot start.
-DOCUMENT_FORMATS = ("json", "junit")
+DOCUMENT_FORMATS = ("json", "junit", "openmetrics")
 
 
 def say(text: object) -> None:
@@ -52,7 +52,8 @@ def progress(quiet: bool):
 @dataclass
 class ErrorDocument:
     """The document one invocation writes on stdout for a run that could not start: "json"
-    (the error object) or "junit" (one testcase in error); None: the stderr line only.
+    (the error object), "junit" (one testcase in error) or "openmetrics" (``store`` down,
+    once the command has named it); None: the stderr line only.
 
     ``main`` makes one per invocation from the ``--format`` on the command line (a usage
     error stops the parse before any command reads its options) and hands it to the commands
@@ -60,6 +61,9 @@ class ErrorDocument:
     (:func:`errors_as`)."""
 
     kind: str | None = None
+    #: The store's shown name, once the command has read it (an openmetrics document says it
+    #: could not be read).
+    store: str | None = None
 
     @classmethod
     def asked_in(cls, args: list[str]) -> ErrorDocument:
@@ -74,11 +78,17 @@ class ErrorDocument:
             from kandev_dq.report.junit import could_not_run_xml
 
             sys.stdout.write(could_not_run_xml(message))
+        elif self.kind == "openmetrics":
+            from kandev_dq.report.metrics import could_not_run_exposition
+
+            sys.stdout.write(could_not_run_exposition(self.store))
 
 
-def errors_as(ctx: typer.Context, output: str) -> None:
+def errors_as(ctx: typer.Context, output: str) -> ErrorDocument:
     """The running command's ``--format``, parsed: the document its refusals write."""
-    ctx.ensure_object(ErrorDocument).kind = _document_kind(output)
+    document = ctx.ensure_object(ErrorDocument)
+    document.kind = _document_kind(output)
+    return document
 
 
 def _document_kind(output: str) -> str | None:
