@@ -134,6 +134,18 @@ def target(request, tmp_path) -> StoreTarget:
 
 
 @pytest.fixture
+def another_target(target, request, tmp_path) -> StoreTarget:
+    """A second empty store on ``target``'s dialect (two stores checked side by side)."""
+    if target.dialect == "postgresql":
+        made = _pg_target(request.getfixturevalue("pg_database"))
+    else:
+        (tmp_path / "another").mkdir()
+        made = _sqlite_target(tmp_path / "another")
+    yield made
+    made.engine.dispose()
+
+
+@pytest.fixture
 def sqlite_target(tmp_path) -> StoreTarget:
     """An empty SQLite store, for the SQLite-only cases (e.g. text storage forms)."""
     made = _sqlite_target(tmp_path)

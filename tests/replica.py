@@ -36,7 +36,7 @@ def _bindir() -> Path | None:
     return usable[-1] if usable else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -101,7 +101,7 @@ def streaming_pair() -> Iterator[Replica]:
     folder.chmod(0o755)
     if as_postgres:
         shutil.chown(folder, "postgres")
-    primary_port, standby_port = _free_port(), _free_port()
+    primary_port, standby_port = free_port(), free_port()
     primary, standby = folder / "primary", folder / "standby"
 
     def run(*args: str) -> None:

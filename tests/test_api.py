@@ -24,7 +24,7 @@ from tests.test_check_cli import kandev_dq as cli
 BASELINE = "expect_write_once_baseline_to_predate_this_run"
 PER_RUN = {
     *("run_name", "run_time", "duration_s", "suite_seconds", "baseline_taken_at", "baseline_run"),
-    *("records", "docs_index"),
+    *("records", "docs_index", "finished_at"),
 }
 
 
@@ -44,6 +44,7 @@ def test_importing_the_package_loads_neither_gx_nor_the_sql_toolkit(tmp_path):
     script = (
         "import sys, kandev_dq\n"
         "assert callable(kandev_dq.check) and callable(kandev_dq.migrate)\n"
+        "assert callable(kandev_dq.metrics)\n"
         "print(sorted(m for m in ('great_expectations', 'sqlalchemy') if m in sys.modules))\n"
     )
     assert in_a_fresh_interpreter(script, tmp_path).strip() == "[]"

@@ -21,7 +21,7 @@ CAPTURE = "2026-07-30T01:39:37.271235Z"
 CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
     "results",
-    *("run_name", "run_time", "duration_s", "counts", "docs_index", "versions"),
+    *("run_name", "run_time", "duration_s", "finished_at", "counts", "docs_index", "versions"),
     *("records", "baseline_taken_at", "baseline_run", "changes", "suite_seconds", "windows"),
     *("pruned", "replica"),  # the standby's replay: None on a primary and on SQLite
     "project_deviations",  # where the project differs from kandev-dq's rules: [] for init's
@@ -54,6 +54,8 @@ def test_json_output_in_a_fresh_process(target, project):
     assert report["run_name"].startswith("nightly@")
     run_time = datetime.fromisoformat(report["run_time"])  # RFC 3339, UTC
     assert report["run_time"].endswith("Z") and run_time.utcoffset() == timedelta(0)
+    finished_at = datetime.fromisoformat(report["finished_at"])  # the run's end, for monitors
+    assert report["finished_at"].endswith("Z") and run_time < finished_at
     assert 0 < report["duration_s"] < 300
     assert report["counts"] == {
         **{

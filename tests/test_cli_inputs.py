@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -179,6 +180,13 @@ BEFORE_SQL_TOOLKIT = {
         "--format",
         "junit",
     ],
+    "check openmetrics, text file": [
+        "check",
+        "--store",
+        "{tmp}/text.db",
+        "--format",
+        "openmetrics",
+    ],
     "audit, text file": ["audit", "--out", "{tmp}/audit", "--store", "{tmp}/text.db"],
     "migrate, empty file": ["migrate", "--store", "{tmp}/k.db", "--dry-run"],
     "migrate json, SQLite file of another program": [
@@ -234,6 +242,8 @@ def test_refusal_answered_before_the_sql_toolkit_loads(case, project, tmp_path):
         assert json.loads(done.stdout)["error"] == error.removeprefix("kandev-dq: error: ")
     if "junit" in argv:
         assert "<error message=" in done.stdout
+    if "openmetrics" in argv:  # the store named, and down
+        assert re.search(r'^kandev_dq_up\{store="[^"]+text\.db"\} 0\.0$', done.stdout, re.M)
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"]], ids=str)
