@@ -89,24 +89,10 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def test_the_latest_run_of_each_checkpoint_on_each_store_is_kept():
     held = CheckMetrics()
     held.finished(_report("a", "nightly", T0, [_rule(ORPHANS, "rows", False, 3)]))
-    held.finished(
-        _report(
-            "a",
-            "live",
-            T0 + timedelta(minutes=5),
-            [_rule(SHORTFALL, "live_writer_health", False, 2)],
-        )
-    )
-    held.finished(
-        _report(
-            "a",
-            "live",
-            T0 + timedelta(minutes=10),
-            [_rule(SHORTFALL, "live_writer_health", True, 0)],
-            state="capture_only",
-            duration_s=0.25,
-        )
-    )
+    for minutes, passed, unexpected in ((5, False, 2), (10, True, 0)):
+        shortfall = _rule(SHORTFALL, "live_writer_health", passed, unexpected)
+        at = T0 + timedelta(minutes=minutes)
+        held.finished(_report("a", "live", at, [shortfall], state="capture_only", duration_s=0.25))
     held.finished(_report("b", "nightly", T0, [_rule(SHORTFALL, "writer_health", True, 0)]))
     found = samples(openmetrics_text(held.registry()))
 
