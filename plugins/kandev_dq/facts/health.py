@@ -112,9 +112,9 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
         facts[name] = part(
             conn, int(count), items(k), f"{reason} since capture_since", listing=items(listed)
         )
-    if window is not None:
-        # A live read: the sessions of what failed stay open for the next live run.
-        carry_sessions(conn, [(facts[name], items(k)) for name, _, items, _ in directed])
+    # The sessions of what failed stay open for the next live run, whichever run found it:
+    # a live run re-reads them, and a full run's verdict settles them (AC-26).
+    carry_sessions(conn, [(facts[name], items(k)) for name, _, items, _ in directed])
     # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
     # qualifying key since then is one it did not write.
     silent = [listed.qualifying == 1, listed.changed == 1]
