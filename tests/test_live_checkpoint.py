@@ -356,6 +356,45 @@ def test_a_full_run_alone_settles_a_live_finding_and_reports_its_recovery(
     assert after.windows["live_writer_health"]["open"]["findings"] == 0
 
 
+def test_an_open_findings_re_read_adds_no_scan_of_either_table(pg_target):
+    """On PostgreSQL with the owner's three indexes, re-reading a standing shortfall and a
+    standing negative metric (their count, sample and carried sessions, each a statement of
+    its own) adds no sequential scan of the messages or the subagent rows to the window's read:
+    every statement is planned for the session indexes, as the count is. A scan would grow with
+    the store (bench/live-open-findings.md)."""
+    store = StoreBuilder(pg_target.engine).create()
+    capture = datetime.now(UTC) - timedelta(hours=2)
+    store.keys(_rfc(capture), "", _rfc(capture))
+    session, at = store.session(), capture + timedelta(minutes=1)
+    store.subagent_message(session, at, "toolu_missed")
+    store.subagent_message(session, at, "toolu_negative")
+    store.subagent_row(session, "toolu_negative", at, tool_use_count=-1)
+    with pg_target.engine.begin() as conn:
+        for statement in window_module.owner_index_statements():
+            conn.exec_driver_sql(statement)
+    now = _rfc(datetime.now(UTC))
+    tables = [schema.subagents.name, schema.task_session_messages.name]
+    # A transaction's sequential scans of each table, counted as they run.
+    seq = sa.text(
+        "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE relname IN :names"
+    ).bindparams(sa.bindparam("names", expanding=True))
+
+    def scans(open_sessions: tuple[str, ...]) -> tuple[dict[str, int], dict, dict]:
+        window = ChangeWindow(now, "since the last run", open_sessions)
+        with pg_target.engine.begin() as conn:
+            before = dict(conn.execute(seq, {"names": tables}).all())
+            health, rows = health_facts(conn, window), row_facts(conn, window)
+            after = dict(conn.execute(seq, {"names": tables}).all())
+        return {t: after.get(t, 0) - before.get(t, 0) for t in tables}, health, rows
+
+    window_alone, health, rows = scans(())
+    assert health["shortfall"]["count"] == 0
+    reread, health, rows = scans((session,))
+    assert health["shortfall"]["count"] == 1 and health["shortfall"]["sessions"] == [session]
+    assert rows["rules"]["negative_metric"]["sessions"] == [session]
+    assert reread == window_alone, "the open findings' statements scanned a table"
+
+
 def test_open_findings_past_the_bound_make_the_next_run_read_in_full(
     activated, target, project, monkeypatch
 ):

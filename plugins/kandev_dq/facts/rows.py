@@ -287,16 +287,16 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # are: PostgreSQL, pricing thousands of ids past its statistics, scanned both tables.
     with index_reads(conn, small=read is not None and read.small):
         counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
-    # The sessions of what failed stay open for the next live run, whichever run found it (a
-    # table-wide rule is not judged on a part, so none of its sessions is carried).
-    carry_sessions(
-        conn,
-        [
-            (facts["rules"][name], counted.sample)
-            for name, counted in conditions.items()
-            if name not in TABLE_WIDE
-        ],
-    )
+        # The sessions of what failed stay open for the next live run, whichever run found it
+        # (a table-wide rule is not judged on a part, so none of its sessions is carried).
+        carry_sessions(
+            conn,
+            [
+                (facts["rules"][name], counted.sample)
+                for name, counted in conditions.items()
+                if name not in TABLE_WIDE
+            ],
+        )
     facts["rows"] = int(counts["rows"])
     if not facts["rows"] and not windowed:
         # Only an empty table needs the messages read (the emptiness rule's other side).
