@@ -22,6 +22,13 @@ For each dialect:
    (:data:`kandev_dq.facts.window.OWNER_INDEXES`, which upstream does not create) are added to
    both stores: what an owner who runs ``live`` every few minutes gains by adding them.
 
+With ``--open-findings N``, the large store also holds ``N`` subagent messages a stopped writer
+left without rows (AC-26), written after its earlier live traffic and before the overlap: the
+first live run finds them, and every measured run re-reads their sessions (the findings stay
+open) beside its window; the small store then holds those sessions' messages and rows since
+capture_since too, so again both runs read the same, and only the store's size differs
+(written to ``bench/live-open-findings.md``).
+
 The targets (the large store against the small one): the whole process ≤ 1.3×, the SQL ≤ 2×.
 Beside them stands the physical floor of each store, one pass over each table
 (:func:`bench.floors.single_pass`), so a reader sees what a run that read everything would cost.
@@ -47,6 +54,7 @@ from bench import measure
 from bench.stores import Copy, Stores
 from kandev_dq.contract import tables as schema
 from kandev_dq.lab import sample
+from kandev_dq.run.records.tables import metadata as records_tables
 from kandev_dq.run.settings import live_settings
 
 NEW_MESSAGES = 1_000
@@ -63,15 +71,23 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+#: A statement naming a table of the records database (sent to it, not to the store).
+_RECORDS_TABLE = re.compile(
+    r"\b(?:" + "|".join(re.escape(name) for name in records_tables.tables) + r")\b"
+)
+
+
 @contextmanager
 def _store_statements() -> Iterator[list[tuple[str, Any, float]]]:
     """Every statement sent to the store while the block runs: (SQL, parameters, seconds).
-    The records database's statements (its tables are all ``kandev_dq_*``) are left out; a
-    store opened through a connect function may carry no database name in its URL."""
+    The records database's statements (those naming one of its tables) are left out; a store
+    opened through a connect function may carry no database name in its URL. (Not every
+    ``kandev_dq_`` name is the records': the store's reads call SQLite functions and take
+    savepoints named so.)"""
     timed: list[tuple[str, Any, float]] = []
 
     def ours(statement: str) -> bool:
-        return "kandev_dq_" not in statement
+        return _RECORDS_TABLE.search(statement) is None
 
     def before(conn, cursor, statement, parameters, context, executemany) -> None:
         conn.info["kandev_bench_started"] = time.perf_counter()
@@ -90,15 +106,35 @@ def _store_statements() -> Iterator[list[tuple[str, Any, float]]]:
         sa.event.remove(sa.engine.Engine, "after_cursor_execute", after)
 
 
-def _sql_in_process(store: Copy, project: Path) -> tuple[float, list[tuple[str, Any, float]]]:
-    """One ``live`` run in process: the seconds its statements to the store took, and them."""
+def _sql_in_process(
+    store: Copy, project: Path
+) -> tuple[float, list[tuple[str, Any, float]], dict[str, Any]]:
+    """One ``live`` run in process: the seconds its statements to the store took, them, and
+    the open findings its writer-health read re-read."""
     from kandev_dq.run.check import run_check
 
     with _store_statements() as timed:
         report = run_check(project, store.target, "live")
     if report.checkpoint != "live":
         raise RuntimeError("the run did not report the live checkpoint")
-    return sum(seconds for _, _, seconds in timed), list(timed)
+    opened = report.windows.get("live_writer_health", {}).get("open") or {}
+    return sum(seconds for _, _, seconds in timed), list(timed), opened
+
+
+def _open_sessions(project: Path) -> tuple[str | None, ...]:
+    """The sessions the stored live results of ``project`` carry as open findings."""
+    import json
+
+    from kandev_dq.expectations.base import OPEN_SESSIONS
+    from kandev_dq.run.records import Records, records_url, results
+
+    found: dict[str | None, None] = {}
+    with Records(records_url(project)) as records, records.engine.connect() as conn:
+        for value in conn.scalars(sa.select(results.c.value)):
+            for result in json.loads(value).get("results") or []:
+                details = (result.get("result") or {}).get("details") or {}
+                found.update(dict.fromkeys(details.get(OPEN_SESSIONS) or ()))
+    return tuple(found)
 
 
 def _copy_rows(source: sa.Connection, target: sa.Connection, table: sa.Table, where) -> int:
@@ -108,11 +144,15 @@ def _copy_rows(source: sa.Connection, target: sa.Connection, table: sa.Table, wh
     return len(rows)
 
 
-def small_store(stores: Stores, large: Copy, dialect: str, since: datetime) -> tuple[Copy, int]:
+def small_store(
+    stores: Stores, large: Copy, dialect: str, since: datetime, open_sessions: tuple = ()
+) -> tuple[Copy, int]:
     """A store holding only the messages created at/after ``since`` in ``large`` and their
     context: their sessions and turns, the subagent rows of their sessions observed or updated
-    at/after ``since``, and every activation key. Returns it and how many messages it holds."""
-    from kandev_dq.contract.instants import Instant
+    at/after ``since``, and every activation key; and, of the ``open_sessions`` (an open
+    finding's, which a live run re-reads whatever its window), their messages and rows since
+    capture_since, as a live run re-reads them. Returns it and how many messages it holds."""
+    from kandev_dq.contract.instants import CAPTURE_SINCE, Instant, parse_key
     from kandev_dq.sql.dialect import at_or_after, instant_param
 
     small = stores.empty(dialect, "small")
@@ -123,6 +163,31 @@ def small_store(stores: Stores, large: Copy, dialect: str, since: datetime) -> t
         sample.create_store(target_engine, subagents="amended")
         with source_engine.connect() as src, target_engine.begin() as dst:
             new = sa.select(m.c.id).where(at_or_after(m.c.created_at, bound))
+            row_changed = sa.or_(
+                at_or_after(s.c.observed_at, bound), at_or_after(s.c.updated_at, bound)
+            )
+            if open_sessions:
+                meta = schema.kandev_meta
+                key = src.execute(sa.select(meta.c.value).where(meta.c.key == CAPTURE_SINCE))
+                captured = instant_param("capture_since", parse_key(key.scalar_one()))
+                named = [session for session in open_sessions if session is not None]
+                reread = m.c.task_session_id.in_(named)
+                new = sa.select(m.c.id).where(
+                    sa.or_(
+                        at_or_after(m.c.created_at, bound),
+                        sa.and_(reread, at_or_after(m.c.created_at, captured)),
+                    )
+                )
+                row_changed = sa.or_(
+                    row_changed,
+                    sa.and_(
+                        s.c.task_session_id.in_(named),
+                        sa.or_(
+                            at_or_after(s.c.observed_at, captured),
+                            at_or_after(s.c.updated_at, captured),
+                        ),
+                    ),
+                )
             sessions = sa.select(m.c.task_session_id).where(m.c.id.in_(new))
             turns = sa.select(m.c.turn_id).where(m.c.id.in_(new))
             _copy_rows(src, dst, schema.kandev_meta, sa.true())
@@ -131,15 +196,7 @@ def small_store(stores: Stores, large: Copy, dialect: str, since: datetime) -> t
                 src, dst, schema.task_session_turns, schema.task_session_turns.c.id.in_(turns)
             )
             count = _copy_rows(src, dst, m, m.c.id.in_(new))
-            _copy_rows(
-                src,
-                dst,
-                s,
-                sa.and_(
-                    s.c.task_session_id.in_(sessions),
-                    sa.or_(at_or_after(s.c.observed_at, bound), at_or_after(s.c.updated_at, bound)),
-                ),
-            )
+            _copy_rows(src, dst, s, sa.and_(s.c.task_session_id.in_(sessions), row_changed))
     finally:
         source_engine.dispose()
         target_engine.dispose()
@@ -147,7 +204,15 @@ def small_store(stores: Stores, large: Copy, dialect: str, since: datetime) -> t
     return small, count
 
 
-def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work: Path, repeat: int):
+def bench_dialect(
+    stores: Stores,
+    dialect: str,
+    scale: int,
+    project: Path,
+    work: Path,
+    repeat: int,
+    open_items: int = 0,
+):
     _say(f"{dialect} scale {scale}: generating and migrating")
     large, summary = stores.generate(dialect, scale)
     with _activated_earlier(ACTIVATED_BEFORE):
@@ -160,7 +225,14 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     now = datetime.now(UTC)
     engine = large.engine()
     try:
-        sample.append_live_traffic(engine, count=10 * scale, seed=1, until=now - overlap)
+        # With open findings, the stopped writer's messages come after the earlier traffic,
+        # in the overlap's length before it: before every window the measured runs read.
+        earlier = now - overlap * (2 if open_items else 1)
+        sample.append_live_traffic(engine, count=10 * scale, seed=1, until=earlier)
+        if open_items:
+            sample.append_live_traffic(
+                engine, count=open_items, seed=4, writer="stopped", until=now - overlap
+            )
         sample.append_live_traffic(
             engine, count=NEW_MESSAGES, seed=3, after=now - overlap / 4, until=datetime.now(UTC)
         )
@@ -174,6 +246,9 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     first = measure.check_process(large, kept, "live")
     if first.returncode not in (0, 1):
         raise SystemExit("the first live run failed to run")
+    open_sessions = _open_sessions(kept) if open_items else ()
+    if open_items and not open_sessions:
+        raise SystemExit("the first live run left no finding open")
 
     _say(f"{dialect} scale {scale}: {NEW_MESSAGES} new messages, then the small store")
     engine = large.engine()
@@ -187,23 +262,30 @@ def bench_dialect(stores: Stores, dialect: str, scale: int, project: Path, work:
     # The next run's window starts the overlap before the first run began (a little earlier
     # than its watermark, so the small store holds at least what the window holds).
     window_start = first_run_at - overlap
-    small, small_messages = small_store(stores, large, dialect, window_start)
+    small, small_messages = small_store(stores, large, dialect, window_start, open_sessions)
 
     result: dict[str, Any] = {
         "dialect": dialect,
         "scale": scale,
-        "messages": summary.messages + 10 * scale + 2 * NEW_MESSAGES,
+        "messages": summary.messages + 10 * scale + open_items + 2 * NEW_MESSAGES,
         "new": NEW_MESSAGES,
         "small_messages": small_messages,
+        "open_items": open_items,
+        "open_sessions": len(open_sessions),
         "indexes": {},
     }
+    suffix = "-live-open-findings" if open_items else "-live"
     for indexes in (UPSTREAM, OWNERS):
         if indexes == OWNERS:
             for store in (large, small):
                 _add_owner_indexes(store)
         result["indexes"][indexes] = _rounds(
-            large, small, kept, project, work, dialect, repeat, f"{scale}-live{indexes}"
+            large, small, kept, project, work, dialect, repeat, f"{scale}{suffix}{indexes}"
         )
+        if open_items:
+            reread = result["indexes"][indexes]["open"]
+            if not reread.get("findings"):
+                raise SystemExit(f"the measured run re-read no open finding: {reread}")
     stores.drop(small)
     stores.drop(large)
     return result
@@ -281,7 +363,9 @@ def _rounds(
             result["process"][label].append(run.seconds)
         for label, store in (("large", large), ("small", small)):
             run_project = _project_for(label, kept, project, work, dialect)
-            sql, statements = _sql_in_process(store, run_project)
+            sql, statements, opened = _sql_in_process(store, run_project)
+            if label == "large":
+                result["open"] = opened
             result["sql"][label].append(sql)
             result["statements"][label] = len(statements)
             if label == "large" and round_ == 0:
@@ -305,6 +389,7 @@ _PLANNER_SETTING = re.compile(r"^\s*SET\s+LOCAL\b|\bset_config\(", re.IGNORECASE
 def _write_plans(store: Copy, statements: list[tuple[str, Any, float]], out: Path) -> Path:
     """Each read statement of one run with its seconds and its plan (untimed)."""
     explain = {"sqlite": measure._sqlite_plan, "postgresql": measure._postgres_plan}[store.dialect]
+    from kandev_dq.sql.shown import prepare
     from kandev_dq.store.access import open_store
     from kandev_dq.store.snapshot import pinned
 
@@ -312,6 +397,7 @@ def _write_plans(store: Copy, statements: list[tuple[str, Any, float]], out: Pat
     sections: dict[tuple[str, str], str] = {}
     try:
         with pinned(opened.engine) as run:
+            prepare(run.connection)  # the SQLite functions the run's reads call
             for statement, parameters, seconds in statements:
                 if _PLANNER_SETTING.search(statement):
                     # A planner setting the run made for its next statements: made here too,
@@ -335,8 +421,10 @@ def _write_plans(store: Copy, statements: list[tuple[str, Any, float]], out: Pat
 
 
 def render(info: dict, results: list[dict]) -> str:
+    reopened = any(r.get("open_items") for r in results)
     lines = [
-        "# kandev-dq bench: the `live` checkpoint against store size",
+        "# kandev-dq bench: the `live` checkpoint against store size"
+        + (", re-reading open findings" if reopened else ""),
         "",
         f"- date: {info['date']}; took {info.get('minutes', '?')} min; command: "
         f"`{info['command']}` (medians of {info['repeat']} rounds, large and small alternating)",
@@ -359,12 +447,17 @@ def render(info: dict, results: list[dict]) -> str:
         "process; SQL = every statement sent to the store by one run in process. "
         "Single pass = one read of each table of that store, the physical floor of a run that "
         "reads everything.",
+        *(["", _REOPENED] if reopened else []),
         "",
-        "| dialect | indexes | messages | new | in window | process large (s) | "
+        "| dialect | indexes | messages | new | "
+        + ("open items | open sessions re-read | " if reopened else "")
+        + "in window | process large (s) | "
         f"process small (s) | process × (≤ {PROCESS_RATIO}) | SQL large (s) | SQL small (s) | "
         f"SQL × (≤ {SQL_RATIO:g}) | statements large | statements small | "
         "single pass large (s) | single pass small (s) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|"
+        + ("---:|---:|" if reopened else "")
+        + "---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         for indexes, m in r["indexes"].items():
@@ -372,7 +465,13 @@ def render(info: dict, results: list[dict]) -> str:
             sl, ss = _median(m["sql"]["large"]), _median(m["sql"]["small"])
             lines.append(
                 f"| {r['dialect']} | {INDEX_SETS[indexes]} | {r['messages']:,} | "
-                f"{r.get('new', NEW_MESSAGES):,} | {r['small_messages']:,} | {pl:.2f} | {ps:.2f} | "
+                f"{r.get('new', NEW_MESSAGES):,} | "
+                + (
+                    f"{r['open_items']:,} | {m.get('open', {}).get('sessions', 0):,} | "
+                    if reopened
+                    else ""
+                )
+                + f"{r['small_messages']:,} | {pl:.2f} | {ps:.2f} | "
                 f"{pl / ps:.2f}× ({_ok(pl / ps <= PROCESS_RATIO)}) | {sl:.3f} | {ss:.3f} | "
                 f"{sl / ss:.2f}× ({_ok(sl / ss <= SQL_RATIO)}) | "
                 f"{m['statements'].get('large', 0)} | {m['statements'].get('small', 0)} | "
@@ -391,6 +490,17 @@ def render(info: dict, results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_REOPENED = (
+    "Open findings: before the first run, a stopped writer left that many subagent messages "
+    "without rows (AC-26), after the store's earlier live traffic and before the overlap. The "
+    "first run finds them, and each measured run on the large store re-reads the sessions "
+    "holding them (the finding stays open until a run re-reading them finds it gone), by "
+    "their session indexes, beside its window. The small store holds those sessions' "
+    "messages and rows since capture_since too (its first run reads them with the window), "
+    "so both runs still read the same, and only the store's size differs."
+)
+
+
 def _owner():
     from kandev_dq.facts.window import OWNER_INDEXES
 
@@ -402,8 +512,14 @@ def _ok(flag: bool) -> str:
 
 
 def measure_live(
-    stores: Stores, dialects: list[str], scale: int, project: Path, work: Path, repeat: int
+    stores: Stores,
+    dialects: list[str],
+    scale: int,
+    project: Path,
+    work: Path,
+    repeat: int,
+    open_items: int = 0,
 ) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work / "plans", ignore_errors=True)
-    return [bench_dialect(stores, d, scale, project, work, repeat) for d in dialects]
+    return [bench_dialect(stores, d, scale, project, work, repeat, open_items) for d in dialects]

@@ -25,7 +25,9 @@ Floors and measured runs alternate within each round; the table shows medians.
 (:mod:`bench.huge_value`, written to ``bench/huge-value.md``).
 
 ``--live SCALE`` measures only the ``live`` checkpoint on a store of that scale against a store
-holding only what its window reads (:mod:`bench.live`, written to ``bench/live.md``).
+holding only what its window reads (:mod:`bench.live`, written to ``bench/live.md``); with
+``--open-findings N``, each measured run also re-reads N open items
+(``bench/live-open-findings.md``).
 
 ``--docs-history N,M`` measures only a check's data docs build after N and M stored runs
 (:mod:`bench.docs_history`, written to ``bench/docs-history.md``). ``--history-growth N,M``
@@ -87,6 +89,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         metavar="SCALE",
         help="only the live checkpoint on a store of SCALE units (400: 1.1M messages) against a "
         "store of what its window reads alone; writes bench/live.md unless --out is given",
+    )
+    parser.add_argument(
+        "--open-findings",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --live: N subagent messages without rows before the window, found by the "
+        "first run and re-read by each measured one; writes bench/live-open-findings.md unless "
+        "--out is given",
     )
     parser.add_argument(
         "--docs-history",
@@ -398,18 +409,25 @@ def live_main(args, argv: list[str] | None) -> int:
     stores = Stores(args.work, server)
     try:
         results = live.measure_live(
-            stores, dialects, args.live, project, args.work / "live", args.repeat
+            stores,
+            dialects,
+            args.live,
+            project,
+            args.work / "live",
+            args.repeat,
+            args.open_findings,
         )
     finally:
         stores.cleanup()
     info["load_after"] = load()
     info["minutes"] = round((time.perf_counter() - started) / 60, 1)
     info["repeat"] = args.repeat
-    (args.work / "live.json").write_text(
+    (args.work / ("live-open-findings.json" if args.open_findings else "live.json")).write_text(
         json.dumps({"machine": info, "results": results}, indent=1)
     )
-    out = args.out if args.out is not None else HERE / "live.md"
-    if out == HERE / "live.md":  # the committed table keeps its plans beside it
+    table = HERE / ("live-open-findings.md" if args.open_findings else "live.md")
+    out = args.out if args.out is not None else table
+    if out == table:  # the committed table keeps its plans beside it
         for m in (m for r in results for m in r["indexes"].values()):
             kept = HERE / "plans" / Path(m["plans"]).name
             shutil.copyfile(args.work / "live" / m["plans"], kept)

@@ -87,6 +87,63 @@ def test_a_channel_hears_only_of_the_severities_it_reports():
     assert changes.since == {"s/a": T1}, "an entry without since dates from the run it is in"
 
 
+SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
+METRICS = "expect_completed_rows_to_report_metrics"  # rows' own: no live suite runs it
+NIGHTLY_SUITES = ["activation", "rows", "writer_health"]
+LIVE_SUITES = ["live_activation", "live_rows", "live_writer_health"]
+
+
+def _finished(records, checkpoint: str, at: str, suites: list[str], failed) -> None:
+    """A finished run of ``checkpoint`` on the store ``s1`` at ``at`` (RFC 3339 and run key
+    alike: they sort the same), its failed rules ``(suite, expectation, since)``."""
+    run = {"run_name": f"{checkpoint}@s1", "run_key": at, "run_time": at}
+    records.register_run(
+        run | {"checkpoint": checkpoint, "store_identity": "s1", "store": "s1", "dialect": "x"}
+    )
+    records.finish_run(
+        run["run_name"],
+        at,
+        {
+            "counts": {"suites": suites},
+            "failed_rules": [
+                {"suite": suite, "expectation": name, "severity": "error", "since": since}
+                for suite, name, since in failed
+            ],
+        },
+    )
+
+
+def test_a_rule_live_runs_is_compared_with_the_last_run_on_the_store_that_judged_it(tmp_path):
+    """nightly at T1 fails the shortfall and the metrics rule; live at T2 finds the shortfall
+    gone; nightly at T3 compares the shortfall with live's verdict (new again) and the rule
+    only nightly runs with its own last run (failing since T1); a live run after it compares
+    the shortfall with nightly's (failing since T3, not new); another store is never read."""
+    from kandev_dq.run.changes import previous_state
+    from kandev_dq.run.records import Records
+
+    with Records(str(tmp_path / "records.db")) as records:
+        _finished(records, "nightly", T1, NIGHTLY_SUITES,
+                  [("writer_health", SHORTFALL, T1), ("rows", METRICS, T1)])  # fmt: skip
+        _finished(records, "live", T2, LIVE_SUITES, [])
+        previous = previous_state(records, "nightly@s1", "s1", NIGHTLY_SUITES, before=T3)
+        now = [
+            RuleResult(SHORTFALL, [], "error", False, None, None, "", suite="writer_health"),
+            RuleResult(METRICS, [], "error", False, None, None, "", suite="rows"),
+        ]
+        changes = changes_since(previous, now, T3)
+        assert changes.previous_run == T2
+        assert changes.new == [f"writer_health/{SHORTFALL}"]
+        assert changes.since[f"rows/{METRICS}"] == T1
+        _finished(records, "nightly", T3, NIGHTLY_SUITES,
+                  [("writer_health", SHORTFALL, T3), ("rows", METRICS, T1)])  # fmt: skip
+        later = "2026-12-04T02:30:00.000000Z"
+        previous = previous_state(records, "live@s1", "s1", LIVE_SUITES, before=later)
+        live = [RuleResult(SHORTFALL, [], "error", False, None, None, "", "live_writer_health")]
+        changes = changes_since(previous, live, later)
+        assert changes.new == [] and changes.since == {f"live_writer_health/{SHORTFALL}": T3}
+        assert previous_state(records, "live@s2", "s2", LIVE_SUITES, before=later) is None
+
+
 def _repair(target) -> None:
     """The missing half of the activation pair is written: AC-24d holds again."""
     with target.engine.begin() as conn:

@@ -36,6 +36,7 @@ from kandev_dq.text import one_line
 from tests.gxhelpers import failed, result
 from tests.pasted import read_only_rows
 from tests.subagent_rows import unconstrained_store
+from tests.test_changes import _overview_text
 from tests.test_notifications import configure, receiver  # noqa: F401 - fixture
 
 SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
@@ -182,7 +183,7 @@ def test_a_stopped_writers_finding_stays_open_until_a_run_re_reads_it_gone(
     _standing(standing, first, SHORTFALL)
     window = standing.windows["live_writer_health"]
     assert window["start"] > _rfc(datetime.now(UTC) - timedelta(minutes=1))
-    assert window["open"] == {"findings": 1, "sessions": 1}
+    assert window["open"] == {"findings": 1, "sessions": 1, "settled_by": None}
     assert window["reads"][window_module.OPEN].startswith("1 session(s)")
     line = next(line for line in window_lines(standing) if line.startswith("live_writer_health"))
     assert "the 1 session(s) of 1 open finding(s) of the last run, re-read" in line
@@ -198,7 +199,7 @@ def test_a_stopped_writers_finding_stays_open_until_a_run_re_reads_it_gone(
     assert len(receiver.received) == 2
     assert json.loads(receiver.received[-1]["body"])["kandev_dq"]["verdict"] == "PASSED"
     after = live(project, target).windows["live_writer_health"]["open"]
-    assert after == {"findings": 0, "sessions": 0}
+    assert after == {"findings": 0, "sessions": 0, "settled_by": None}
 
 
 def test_a_row_rules_finding_stays_open_until_a_run_re_reads_it_gone(
@@ -217,7 +218,11 @@ def test_a_row_rules_finding_stays_open_until_a_run_re_reads_it_gone(
     standing = live(project, target)
     _standing(standing, first, NEGATIVE)
     assert standing.windows["live_rows"]["start"] is not None
-    assert standing.windows["live_rows"]["open"] == {"findings": 1, "sessions": 1}
+    assert standing.windows["live_rows"]["open"] == {
+        "findings": 1,
+        "sessions": 1,
+        "settled_by": None,
+    }
     # Its query lists what it counted, the open session included.
     rows = read_only_rows(target.url, target.dialect, result(standing, NEGATIVE).query)
     assert len(rows) == 1
@@ -227,6 +232,167 @@ def test_a_row_rules_finding_stays_open_until_a_run_re_reads_it_gone(
         conn.execute(fixed.where(schema.subagents.c.tool_call_id == "toolu_negative"))
     recovered = live(project, target)
     assert recovered.success and _resolved(recovered) == {NEGATIVE}
+
+
+def nightly(project, target):
+    return run_check(project, target.url, "nightly")
+
+
+def _verdicts(receiver) -> list[str]:  # noqa: F811 - the fixture's type
+    return [json.loads(sent["body"])["kandev_dq"]["verdict"] for sent in receiver.received]
+
+
+def test_a_full_run_finding_a_live_finding_still_there_keeps_it_open(
+    activated,
+    target,
+    project,
+    monkeypatch,
+    receiver,  # noqa: F811 - the fixture
+):
+    """AC-26: live fails, nightly still fails (failing since the live run, no second alert),
+    and the next live run, nothing changed, re-reads what nightly left open: still failing
+    since the first live run, nothing resolved, no alert."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    configure(monkeypatch, "api", receiver.url)
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    first = live(project, target)
+    assert failed(first) == {SHORTFALL: "error"} and _verdicts(receiver) == ["FAILED"]
+
+    full = nightly(project, target)
+    assert failed(full) == {SHORTFALL: "error"}
+    assert full.changes["new"] == [] and full.changes["resolved"] == []
+    assert result(full, SHORTFALL).failing_since == first.run_time
+    assert _verdicts(receiver) == ["FAILED"], "one finding on one store: alerted once"
+
+    standing = live(project, target)
+    _standing(standing, first, SHORTFALL)
+    window = standing.windows["live_writer_health"]
+    assert window["start"] is not None
+    assert window["open"] == {"findings": 1, "sessions": 1, "settled_by": "nightly"}
+    line = next(line for line in window_lines(standing) if line.startswith("live_writer_health"))
+    assert "the 1 session(s) of 1 open finding(s) as the last nightly run left them" in line
+    assert _verdicts(receiver) == ["FAILED"]
+
+
+def test_a_full_run_hands_a_fault_live_could_not_see_to_the_next_live_run(
+    activated, target, project, monkeypatch
+):
+    """AC-9: an old row rewritten negative with its updated_at left alone is in no window;
+    nightly finds it, and from then on live's open findings are nightly's: the next live run
+    re-reads its session and fails, failing since nightly's run."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    live(project, target)
+    with target.engine.begin() as conn:  # the writer's row, rewritten in place
+        hidden = schema.subagents.update().values(tool_use_count=-1)
+        conn.execute(hidden.where(schema.subagents.c.tool_call_id == "toolu_old_0"))
+    assert live(project, target).success, "no window holds the rewrite"
+    full = nightly(project, target)
+    assert failed(full) == {NEGATIVE: "error"} and result(full, NEGATIVE).new
+
+    handed = live(project, target)
+    assert failed(handed) == {NEGATIVE: "error"}
+    assert handed.changes["new"] == [] and result(handed, NEGATIVE).failing_since == full.run_time
+    assert handed.windows["live_rows"]["open"]["settled_by"] == "nightly"
+    assert handed.windows["live_rows"]["start"] is not None
+
+
+def test_a_full_run_finding_a_live_finding_gone_resolves_it_once(
+    activated,
+    target,
+    project,
+    monkeypatch,
+    receiver,  # noqa: F811 - the fixture
+):
+    """AC-9: live fails, nightly fails, the row is fixed with updated_at left alone, nightly
+    passes (resolved, the recovery alert) and the next live run, which re-reads nothing
+    nightly closed, passes with nothing resolved: the recovery is reported once, not twice."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    configure(monkeypatch, "api", receiver.url)
+    live(project, target)
+    now, session = datetime.now(UTC), activated.main_session
+    activated.subagent_message(session, now, "toolu_negative")
+    activated.subagent_row(session, "toolu_negative", now, tool_use_count=-1)
+    first = live(project, target)
+    assert failed(first) == {NEGATIVE: "error"}
+    assert result(nightly(project, target), NEGATIVE).failing_since == first.run_time
+
+    with target.engine.begin() as conn:
+        fixed = schema.subagents.update().values(tool_use_count=1)
+        conn.execute(fixed.where(schema.subagents.c.tool_call_id == "toolu_negative"))
+    full = nightly(project, target)
+    assert full.success and _resolved(full) == {NEGATIVE}
+    assert full.changes["resolved"][0]["since"] == first.run_time
+    assert _verdicts(receiver) == ["FAILED", "PASSED"]
+
+    after = live(project, target)
+    assert after.success and after.changes["resolved"] == [] and after.changes["new"] == []
+    assert after.windows["live_rows"]["open"] == {
+        "findings": 0,
+        "sessions": 0,
+        "settled_by": "nightly",
+    }
+    assert _verdicts(receiver) == ["FAILED", "PASSED"], "the recovery, once"
+    assert "Resolved since the last run" not in _overview_text(project)
+
+
+def test_a_full_run_alone_settles_a_live_finding_and_reports_its_recovery(
+    activated, target, project, monkeypatch
+):
+    """Without an earlier nightly: the fault fixed where no window sees it, the nightly that
+    finds it gone reports the recovery, and the next live run nothing more."""
+    monkeypatch.setenv(OVERLAP_VARIABLE, "0")
+    live(project, target)
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    first = live(project, target)
+    assert failed(first) == {SHORTFALL: "error"}
+    with target.engine.begin() as conn:
+        m = schema.task_session_messages
+        conn.execute(sa.delete(m).where(m.c.metadata.contains("toolu_missed")))
+    full = nightly(project, target)
+    assert full.success and _resolved(full) == {SHORTFALL}
+    after = live(project, target)
+    assert after.success and after.changes["resolved"] == []
+    assert after.windows["live_writer_health"]["open"]["findings"] == 0
+
+
+def test_an_open_findings_re_read_adds_no_scan_of_either_table(pg_target):
+    """On PostgreSQL with the owner's three indexes, re-reading a standing shortfall and a
+    standing negative metric (their count, sample and carried sessions, each a statement of
+    its own) adds no sequential scan of the messages or the subagent rows to the window's read:
+    every statement is planned for the session indexes, as the count is. A scan would grow with
+    the store (bench/live-open-findings.md)."""
+    store = StoreBuilder(pg_target.engine).create()
+    capture = datetime.now(UTC) - timedelta(hours=2)
+    store.keys(_rfc(capture), "", _rfc(capture))
+    session, at = store.session(), capture + timedelta(minutes=1)
+    store.subagent_message(session, at, "toolu_missed")
+    store.subagent_message(session, at, "toolu_negative")
+    store.subagent_row(session, "toolu_negative", at, tool_use_count=-1)
+    with pg_target.engine.begin() as conn:
+        for statement in window_module.owner_index_statements():
+            conn.exec_driver_sql(statement)
+    now = _rfc(datetime.now(UTC))
+    tables = [schema.subagents.name, schema.task_session_messages.name]
+    # A transaction's sequential scans of each table, counted as they run.
+    seq = sa.text(
+        "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE relname IN :names"
+    ).bindparams(sa.bindparam("names", expanding=True))
+
+    def scans(open_sessions: tuple[str, ...]) -> tuple[dict[str, int], dict, dict]:
+        window = ChangeWindow(now, "since the last run", open_sessions)
+        with pg_target.engine.begin() as conn:
+            before = dict(conn.execute(seq, {"names": tables}).all())
+            health, rows = health_facts(conn, window), row_facts(conn, window)
+            after = dict(conn.execute(seq, {"names": tables}).all())
+        return {t: after.get(t, 0) - before.get(t, 0) for t in tables}, health, rows
+
+    window_alone, health, rows = scans(())
+    assert health["shortfall"]["count"] == 0
+    reread, health, rows = scans((session,))
+    assert health["shortfall"]["count"] == 1 and health["shortfall"]["sessions"] == [session]
+    assert rows["rules"]["negative_metric"]["sessions"] == [session]
+    assert reread == window_alone, "the open findings' statements scanned a table"
 
 
 def test_open_findings_past_the_bound_make_the_next_run_read_in_full(
@@ -262,24 +428,43 @@ def _forge_watermark(project, suite: str, moment: datetime) -> None:
         conn.execute(sa.update(results).where(r.id == row_id).values(value=json.dumps(document)))
 
 
-def test_a_forged_watermark_hides_no_open_finding(activated, target, project, monkeypatch):
+def _stopped_writer(store) -> None:
+    store.subagent_message(store.main_session, datetime.now(UTC), "toolu_missed")  # AC-26
+
+
+def _negative_row(store) -> None:
+    now = datetime.now(UTC)
+    store.subagent_message(store.main_session, now, "toolu_negative")
+    store.subagent_row(store.main_session, "toolu_negative", now, tool_use_count=-1)  # AC-9
+
+
+@pytest.mark.parametrize(
+    ("fault", "rule", "suite"),
+    [(_stopped_writer, SHORTFALL, "live_writer_health"), (_negative_row, NEGATIVE, "live_rows")],
+    ids=["stopped-writer", "negative-metric"],
+)
+def test_a_forged_watermark_hides_no_open_finding(
+    activated, target, project, monkeypatch, fault, rule, suite
+):
     """A watermark from a clock set ahead reads in full; one moved past the fault (later
-    than it, before the next run) still leaves its finding open: the session is re-read."""
+    than it, before the next run) still leaves its finding open: the session is re-read. A
+    writer-health finding and a row rule's alike."""
     monkeypatch.setenv(OVERLAP_VARIABLE, "0")
     live(project, target)
-    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    fault(activated)
     first = live(project, target)
-    assert failed(first) == {SHORTFALL: "error"}
+    assert failed(first) == {rule: "error"}
 
-    _forge_watermark(project, "live_writer_health", datetime.now(UTC) + timedelta(days=1))
+    _forge_watermark(project, suite, datetime.now(UTC) + timedelta(days=1))
     in_full = live(project, target)
-    assert in_full.windows["live_writer_health"]["start"] is None
-    _standing(in_full, first, SHORTFALL)
+    assert in_full.windows[suite]["start"] is None
+    _standing(in_full, first, rule)
 
-    _forge_watermark(project, "live_writer_health", datetime.now(UTC))
+    _forge_watermark(project, suite, datetime.now(UTC))
     forged = live(project, target)
-    assert forged.windows["live_writer_health"]["start"] is not None
-    _standing(forged, first, SHORTFALL)
+    assert forged.windows[suite]["start"] is not None
+    assert forged.windows[suite]["open"]["findings"] == 1
+    _standing(forged, first, rule)
 
 
 def test_a_run_whose_results_were_not_stored_never_moves_the_window_on(activated, target, project):

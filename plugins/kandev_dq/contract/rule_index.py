@@ -242,6 +242,21 @@ LIVE_SUITES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+#: Each rule a live suite runs, under its live suite's name and its full-read suite's, as
+#: (full-read suite, expectation): the one finding it is on a store, whichever run judges it
+#: (a live run over what changed and its open findings, a full run over everything).
+SHARED_RULES: dict[tuple[str, str], tuple[str, str]] = {
+    (suite, expectation): (full, expectation)
+    for live, (full, expectations) in LIVE_SUITES.items()
+    for expectation in expectations
+    for suite in (live, full)
+}
+#: The full-read suite of a live suite, and of itself.
+SHARED_SUITES: dict[str, str] = {
+    suite: full for live, (full, _) in LIVE_SUITES.items() for suite in (live, full)
+}
+
+
 def _live_rules() -> tuple[IndexedRule, ...]:
     by_name = {(rule.suite, rule.expectation): rule for rule in _FULL_READ}
     return tuple(

@@ -109,7 +109,8 @@ def register_metric(
 #: a metric of the run layer (:mod:`kandev_dq.run.live_window`), decided once per validation.
 LIVE_KEY = "live_window"
 #: What the window metric adds to a windowed family's ``window`` fact besides its start
-#: (``open``: how many open findings of the last run, over how many sessions, were re-read).
+#: (``open``: how many open findings, over how many sessions, were re-read, and which full
+#: run's verdicts they are where one settled them after the suite's last live run).
 WINDOW_RECORD = (
     "suite",
     "store",
@@ -250,8 +251,10 @@ class KandevExpectation(BatchExpectation):
             # What a live read covered, in every result: the output and the data docs say it,
             # and the next live run starts from its watermark.
             found.details = {**found.details, LIVE_KEY: facts["window"]}
-            if not found.success:
-                found.details.update(carried(self.judged_by().counted_part(facts)))
+        if not found.success:
+            # What it counted stays open: the next live run re-reads it, after a live run or a
+            # full one alike (run/live_window.py).
+            found.details.update(carried(self.judged_by().counted_part(facts)))
         return self.result_of(found)
 
     def result_of(self, finding: Finding) -> dict[str, Any]:
@@ -401,9 +404,11 @@ def _reopened(open_findings: Any) -> str:
     """The open findings a windowed read re-read, as the window's line says them."""
     if not isinstance(open_findings, dict) or not open_findings.get("findings"):
         return ""
+    settled_by = open_findings.get("settled_by")
+    left = f"as the last {settled_by} run left them" if settled_by else "of the last run"
     return (
         f", and the {open_findings.get('sessions')} session(s) of "
-        f"{open_findings.get('findings')} open finding(s) of the last run, re-read"
+        f"{open_findings.get('findings')} open finding(s) {left}, re-read"
     )
 
 

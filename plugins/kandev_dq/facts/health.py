@@ -108,12 +108,15 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
     directed = [("shortfall", counts.shortfall, _missing, "qualifying key without a row")]
     if shape.table_exists:
         directed.append(("excess", counts.excess, _unmatched, "row key without a subagent message"))
-    for name, count, items, reason in directed:
-        facts[name] = part(
-            conn, int(count), items(k), f"{reason} since capture_since", listing=items(listed)
-        )
-    if window is not None:
-        # A live read: the sessions of what failed stay open for the next live run.
+    # A failing part reads the ledger again (its sample, its sessions): planned for the
+    # window's indexes as its count was, or PostgreSQL scans the subagent rows for each.
+    with index_reads(conn, small=read is not None and read.small):
+        for name, count, items, reason in directed:
+            facts[name] = part(
+                conn, int(count), items(k), f"{reason} since capture_since", listing=items(listed)
+            )
+        # The sessions of what failed stay open for the next live run, whichever run found
+        # it: a live run re-reads them, and a full run's verdict settles them (AC-26).
         carry_sessions(conn, [(facts[name], items(k)) for name, _, items, _ in directed])
     # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
     # qualifying key since then is one it did not write.

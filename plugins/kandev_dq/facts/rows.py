@@ -287,9 +287,8 @@ def row_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> RowFac
     # are: PostgreSQL, pricing thousands of ids past its statistics, scanned both tables.
     with index_reads(conn, small=read is not None and read.small):
         counts, facts["rules"] = counted_scan(conn, conditions, select_from=plain, extra=extra)
-    if window is not None:
-        # A live read: the sessions of what failed stay open for the next live run (a
-        # table-wide rule is not judged on a part, so none of its sessions is carried).
+        # The sessions of what failed stay open for the next live run, whichever run found it
+        # (a table-wide rule is not judged on a part, so none of its sessions is carried).
         carry_sessions(
             conn,
             [

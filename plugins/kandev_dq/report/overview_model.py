@@ -26,7 +26,7 @@ from typing import Any
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS
 from kandev_dq.report.history import Timeline, timeline
-from kandev_dq.run.changes import Changes, changes_since
+from kandev_dq.run.changes import Changes, changes_since, previous_state
 from kandev_dq.run.deviations import Deviation, stored_deviations
 from kandev_dq.run.register import load_register, run_key
 from kandev_dq.run.results import RuleResult, failed_by_severity, rule_result, suite_verdict
@@ -196,9 +196,16 @@ def collect_overview(context) -> Overview:
         return None
 
     if latest is not None and latest.record and records is not None:
-        # As `check` marks them: against the last finished run of the same name before it.
-        previous = records.last_finished_run(latest.record["run_name"], before=latest.run_key)
+        # As `check` marks them: against the last finished run of the same name before it (a
+        # rule a live suite runs: the last run on the store that judged it).
         results = [rule_result(r, suite=s.suite) for s in latest.suites for r in s.results]
+        previous = previous_state(
+            records,
+            latest.record["run_name"],
+            latest.record["store_identity"],
+            {s.suite for s in latest.suites},
+            before=latest.run_key,
+        )
         overview.changes = changes_since(previous, results, latest.record["run_time"])
     overview.activation = newest(ACTIVATION_SUITE)
     overview.health = newest(HEALTH_SUITE)

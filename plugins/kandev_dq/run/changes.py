@@ -8,6 +8,12 @@ finished run of the same checkpoint on the same store (the same run name,
 failing both times is **failing since** that run time, and one that failed then and passes now
 is **resolved**. Notifications fire on a change of state by default (:func:`notifies`): a new
 failure at a severity the channel reports, or a recovery, when none is left of what it reported.
+
+A rule a ``live`` suite runs is one finding per store, whichever run judges it: ``live`` over
+what changed and its open findings, ``nightly`` or ``pre_release`` over everything. Its state
+is the one the last finished run on the store that judged it left (:func:`previous_state`):
+a full run finding a live finding still there keeps its "failing since", and one finding it
+gone resolves it, once (the next live run has nothing left to resolve).
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kandev_dq.contract.rule_index import SHARED_RULES, SHARED_SUITES
+from kandev_dq.run.records import Records
 from kandev_dq.run.results import RuleResult
 
 #: Notify on a change of state (the default), or on every run GX's notify-on rule reports.
@@ -25,6 +33,58 @@ NOTIFY_WHEN = (ON_CHANGE, ALWAYS)
 
 def rule_key(suite: str, expectation: str) -> str:
     return f"{suite}/{expectation}"
+
+
+def state_key(suite: str, expectation: str) -> str:
+    """The key a rule's state is kept under on a store: a rule a live suite runs, under its
+    full-read suite (one finding, whichever suite judged it); any other, under its own."""
+    return rule_key(*SHARED_RULES.get((suite, expectation), (suite, expectation)))
+
+
+#: The store's newest runs read, at most, for the last verdict of each rule a live suite runs
+#: (each live, nightly or pre_release run judges them all: the first such run settles them).
+STORE_RUNS = 200
+
+
+def previous_state(
+    records: Records, run_name: str, identity: str, suites: Iterable[str], before: str | None
+) -> dict[str, Any] | None:
+    """What a run of ``suites`` (run name ``run_name``, run key ``before``) on the store
+    ``identity`` is compared with, as a register entry (its run time, its failed rules each
+    with its ``since``): the last finished run of the same checkpoint on the store, except for
+    the rules a live suite runs, each as the last finished run on the store that judged it
+    left it (whatever its checkpoint). None: nothing was judged before."""
+    shared = {SHARED_SUITES[suite] for suite in suites if suite in SHARED_SUITES}
+    failed: dict[str, dict[str, Any]] = {}
+    times: list[str] = []
+
+    def take(run: dict[str, Any], suites_settled: set[str], settled: bool) -> None:
+        """The failed rules of ``run`` that it settles for this run: those shared with a live
+        suite of ``suites_settled`` (``settled``), or every other (not ``settled``)."""
+        times.append(run["run_time"])
+        for rule in run.get("failed_rules") or []:
+            suite, expectation = rule.get("suite", ""), rule.get("expectation", "")
+            full = SHARED_RULES.get((suite, expectation), (None,))[0]
+            if (full in suites_settled) == settled:
+                since = rule.get("since") or run["run_time"]
+                failed[state_key(suite, expectation)] = {**rule, "since": since}
+
+    own = records.last_finished_run(run_name, before=before)
+    if own is not None:
+        take(own, shared, settled=False)
+    left = set(shared)
+    for run in records.finished_runs_of_store(identity, before, STORE_RUNS) if left else ():
+        judged = {
+            SHARED_SUITES.get(suite) for suite in (run.get("counts") or {}).get("suites") or []
+        }
+        if left & judged:
+            take(run, left & judged, settled=True)
+            left -= judged
+        if not left:
+            break
+    if not times:
+        return None
+    return {"run_time": max(times), "failed_rules": list(failed.values())}
 
 
 @dataclass
@@ -55,11 +115,12 @@ class Changes:
 def changes_since(
     previous: dict[str, Any] | None, results: Iterable[RuleResult], run_time: str
 ) -> Changes:
-    """Compare ``results`` (this run's, at ``run_time``) with ``previous``, the register entry of
-    the last finished run of the same checkpoint on the same store (None: there is none)."""
+    """Compare ``results`` (this run's, at ``run_time``) with ``previous``, a register entry as
+    :func:`previous_state` gives it (None: nothing was judged before); a rule a live suite runs
+    is compared under its full-read suite (:func:`state_key`)."""
     results = list(results)
     before = {
-        rule_key(f.get("suite", ""), f.get("expectation", "")): f
+        state_key(f.get("suite", ""), f.get("expectation", "")): f
         for f in (previous or {}).get("failed_rules") or []
     }
     previous_time = (previous or {}).get("run_time")
@@ -67,9 +128,10 @@ def changes_since(
     changes.before = {key: f.get("severity", "") for key, f in before.items()}
     for result in results:
         key = rule_key(result.suite, result.expectation)
+        state = state_key(result.suite, result.expectation)
         if result.success:
-            if key in before:
-                earlier = before[key]
+            if state in before:
+                earlier = before[state]
                 changes.resolved.append(
                     {
                         "suite": result.suite,
@@ -80,8 +142,8 @@ def changes_since(
                 )
             continue
         changes.now[key] = result.severity
-        if key in before:
-            changes.since[key] = before[key].get("since") or previous_time or run_time
+        if state in before:
+            changes.since[key] = before[state].get("since") or previous_time or run_time
         else:
             changes.since[key] = run_time
             changes.new.append(key)

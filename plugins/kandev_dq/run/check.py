@@ -21,7 +21,7 @@ from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import window_text
 from kandev_dq.run import checkpoint as runs
 from kandev_dq.run import gx_adapter
-from kandev_dq.run.changes import changes_since, rule_key
+from kandev_dq.run.changes import changes_since, previous_state, rule_key
 from kandev_dq.run.deviations import Deviation, deviations_pointer, project_deviations
 from kandev_dq.run.inputs import chosen_store
 from kandev_dq.run.project import DATASOURCE, load_context, reads_live
@@ -241,8 +241,15 @@ def _run_with_records(
             "great_expectations": gx_version(),
             "store_server": server,
         }
-        # Against the last finished run of this checkpoint on this store (the same run name).
-        previous = records.last_finished_run(run_id.run_name, before=run_key(run_id))
+        # Against the last finished run of this checkpoint on this store (the same run name),
+        # and, for a rule a live suite runs, the last run on the store that judged it.
+        previous = previous_state(
+            records,
+            run_id.run_name,
+            identity,
+            {r.suite for r in report.results},
+            before=run_key(run_id),
+        )
         changes = changes_since(previous, report.results, report.run_time)
         for r in report.results:
             key = rule_key(r.suite, r.expectation)

@@ -14,6 +14,10 @@ carries, in each failing rule's details, the sessions of what that rule counted
 (:data:`~kandev_dq.expectations.base.OPEN_SESSIONS`), and this run re-reads them whatever its
 window (:attr:`~kandev_dq.facts.shapes.ChangeWindow.open_sessions`); a result that could not
 carry them all (past :data:`~kandev_dq.sql.scan.CARRIED_SESSIONS`) makes this run read in full.
+A full run of the store after it (``nightly``, ``pre_release``: the live suite's full-read suite
+over everything) settles them rule by rule: its failing rules carry their sessions the same way,
+and its verdict replaces the live run's (:func:`open_findings`), so a fault it found gone is
+closed and one it found, seen by a window or not, is re-read.
 
 This run's watermark is the instant its snapshot began by the store's own clock, read just
 before it (:attr:`kandev_dq.store.snapshot.PinnedRead.clock`); on a checkpoint run through GX's
@@ -37,7 +41,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.instants import MalformedKey, parse_key
-from kandev_dq.contract.rule_index import LIVE_WINDOW
+from kandev_dq.contract.rule_index import LIVE_SUITES, LIVE_WINDOW
 from kandev_dq.expectations.base import (
     LIVE_KEY,
     OPEN_SESSIONS,
@@ -45,7 +49,7 @@ from kandev_dq.expectations.base import (
     register_metric,
 )
 from kandev_dq.run import gx_adapter
-from kandev_dq.run.checkpoint import store_tag
+from kandev_dq.run.checkpoint import parse_run_name, store_tag
 from kandev_dq.run.records import Records, now_text, refuse_the_store, results
 from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE, LiveSettings, live_settings
 from kandev_dq.run.write_once import records_of
@@ -62,32 +66,41 @@ CANDIDATES = 200
 
 @dataclass(frozen=True)
 class OpenFindings:
-    """The findings a live suite's last stored run left open on a store: its failing rules
-    that carried the sessions of what they counted, and those sessions (a NULL id as None);
-    ``cut`` says why none could be carried (the next run reads in full)."""
+    """The findings a live suite's rules left open on a store: its failing rules that carried
+    the sessions of what they counted, and those sessions (a NULL id as None); ``cut`` says why
+    none could be carried (the next run reads in full); ``settled_by`` names the full run's
+    checkpoint whose verdicts they are, where one ran after the suite's last live run."""
 
     findings: int = 0
     sessions: tuple[str | None, ...] = ()
     cut: str | None = None
+    settled_by: str | None = None
 
 
 @dataclass(frozen=True)
 class LastRun:
     """What a live suite's newest stored run on a store leaves to the next: the watermark it
-    read up to and the findings it left open."""
+    read up to and the findings open since (its own, or a later full run's)."""
 
     watermark: str
     open: OpenFindings = OpenFindings()
 
 
+#: One rule's verdict as it leaves the rule open: the sessions of what it counted, or why
+#: none was carried (a string); None: passing, or judged whole every run (nothing to re-read).
+RuleState = tuple[str | None, ...] | str | None
+
+
 def last_watermark(records: Records, suite: str, identity: str) -> LastRun | None:
-    """The watermark and open findings of the newest stored result of ``suite`` on the store
-    ``identity``: the run names of kandev-dq's runs name the store (other stores' runs are
-    never read); a run through GX's API names none, so its result is read for the store it
-    carries."""
+    """The watermark of the newest stored result of ``suite`` on the store ``identity``, and the
+    findings open since: each rule's as that run left it, or as a full run of the store after
+    it (``nightly``, ``pre_release``: the same rules over everything) judged it, which settles
+    them (:func:`open_findings`). The run names of kandev-dq's runs name the store (other
+    stores' runs are never read); a run through GX's API names none, so its result is read for
+    the store it carries."""
     r = results.c
     query = (
-        sa.select(r.value)
+        sa.select(r.value, r.run_key)
         .where(
             r.suite == suite,
             sa.or_(
@@ -100,40 +113,94 @@ def last_watermark(records: Records, suite: str, identity: str) -> LastRun | Non
         .limit(CANDIDATES)
     )
     with records.engine.connect() as conn:
-        for (value,) in conn.execute(query):
-            found = _carried(value, identity)
+        for value, run_key in conn.execute(query):
+            found = _live_states(value, identity)
             if found is not None:
-                return found
+                watermark, states = found
+                return LastRun(watermark, open_findings(records, suite, identity, states, run_key))
     return None
 
 
-def _carried(value: str, identity: str) -> LastRun | None:
+def open_findings(
+    records: Records,
+    suite: str,
+    identity: str,
+    states: dict[str, RuleState],
+    after: str | None,
+) -> OpenFindings:
+    """The live suite's open findings: ``states`` (its last run's, at GX run time ``after``),
+    each replaced by the verdict of the newest full run of its full-read suite on the store,
+    where that run is later: a full run finding a fault gone closes it, one finding it still
+    there hands it on with its sessions (AC-26)."""
+    full_suite, expectations = LIVE_SUITES.get(suite, (None, ()))
+    settled_by = None
+    key = records.newest_of_suite(full_suite, identity) if full_suite else None
+    if key is not None and (after is None or key[-2] > after):
+        found = _document(records.get_result(key) or "")
+        if found is not None:
+            settled = {
+                expectation: state
+                for expectation, state in _rule_states(found).items()
+                if expectation in expectations
+            }
+            if settled:
+                states = states | settled
+                settled_by = (parse_run_name(key[-3]) or ("a full", ""))[0]
+    findings, cut = 0, None
+    sessions: dict[str | None, None] = {}
+    for state in states.values():
+        if isinstance(state, str):
+            cut = state
+        elif state is not None:
+            findings += 1
+            sessions.update(dict.fromkeys(state))
+    if len(sessions) > CARRIED_SESSIONS:  # a record no run of this bound wrote
+        cut = f"more than {CARRIED_SESSIONS:,} open sessions recorded"
+    return OpenFindings(findings, tuple(sessions), cut, settled_by)
+
+
+def _document(value: str) -> dict[str, Any] | None:
     try:
         document = json.loads(value)
     except ValueError:
         return None
-    watermark, findings, cut = None, 0, None
-    sessions: dict[str | None, None] = {}
+    return document if isinstance(document, dict) else None
+
+
+def _live_states(value: str, identity: str) -> tuple[str, dict[str, RuleState]] | None:
+    """The watermark of a stored live result for the store ``identity`` and its rules'
+    states; None where it is no live read of that store."""
+    document = _document(value)
+    if document is None:
+        return None
+    watermark = None
     for result in document.get("results") or []:
-        details = (result.get("result") or {}).get("details") or {}
-        window = details.get(LIVE_KEY) or {}
-        if window.get("store") != identity:
-            continue
-        if watermark is None and isinstance(window.get("watermark"), str):
+        window = ((result.get("result") or {}).get("details") or {}).get(LIVE_KEY) or {}
+        if window.get("store") == identity and isinstance(window.get("watermark"), str):
             watermark = window["watermark"]
-        if result.get("success") is not False:
-            continue
-        counted = details.get(OPEN_SESSIONS)
-        if isinstance(counted, list):
-            findings += 1
-            sessions.update(dict.fromkeys(s for s in counted if s is None or isinstance(s, str)))
-        elif OPEN_SESSIONS_CUT in details:
-            cut = str(details[OPEN_SESSIONS_CUT])[:300]
-    if len(sessions) > CARRIED_SESSIONS:  # a record no run of this bound wrote
-        cut = f"more than {CARRIED_SESSIONS:,} open sessions recorded"
+            break
     if watermark is None:
         return None
-    return LastRun(watermark, OpenFindings(findings, tuple(sessions), cut))
+    return watermark, _rule_states(document)
+
+
+def _rule_states(document: dict[str, Any]) -> dict[str, RuleState]:
+    """Each rule of a stored suite result, by expectation, as it leaves the rule open."""
+    states: dict[str, RuleState] = {}
+    for result in document.get("results") or []:
+        if not isinstance(result, dict):
+            continue
+        expectation = str((result.get("expectation_config") or {}).get("type") or "")
+        details = (result.get("result") or {}).get("details") or {}
+        state: RuleState = None
+        if result.get("success") is False:
+            counted = details.get(OPEN_SESSIONS)
+            if isinstance(counted, list):
+                state = tuple(s for s in counted if s is None or isinstance(s, str))
+            elif OPEN_SESSIONS_CUT in details:
+                state = str(details[OPEN_SESSIONS_CUT])[:300]
+        states[expectation] = state
+    return states
 
 
 def decide(
@@ -154,7 +221,11 @@ def decide(
         "previous": previous,
         "overlap_minutes": settings.overlap_minutes,
         "max_gap_hours": settings.max_gap_hours,
-        "open": {"findings": open_findings.findings, "sessions": len(open_findings.sessions)},
+        "open": {
+            "findings": open_findings.findings,
+            "sessions": len(open_findings.sessions),
+            "settled_by": open_findings.settled_by,
+        },
         "open_sessions": list(open_findings.sessions),
     }
     if standby is not None:
@@ -196,9 +267,9 @@ def decide(
         return decided | {
             "start": None,
             "reason": (
-                f"the last live run of {suite} on this store left open findings it could not "
-                f"carry ({open_findings.cut}): everything since capture_since is read, as "
-                "nightly reads it"
+                f"{_left_by(suite, open_findings)} left open findings it could not carry "
+                f"({open_findings.cut}): everything since capture_since is read, as nightly "
+                "reads it"
             ),
         }
     gap = watermark - last.micro
@@ -231,6 +302,13 @@ def decide(
             f"{settings.overlap_minutes:g} min overlap ({OVERLAP_VARIABLE})"
         ),
     }
+
+
+def _left_by(suite: str, open_findings: OpenFindings) -> str:
+    """The run whose verdicts the open findings are, as a window's reason names it."""
+    if open_findings.settled_by is None:
+        return f"the last live run of {suite} on this store"
+    return f"the last {open_findings.settled_by} run on this store, judging {suite}'s rules,"
 
 
 def _hours(gap: timedelta) -> str:

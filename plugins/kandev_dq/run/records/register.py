@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy as sa
 
 from kandev_dq.run.records.tables import runs
+
+#: A store's runs read at a time, newest first (:meth:`Register.finished_runs_of_store`).
+STORE_RUNS_PAGE = 20
 
 
 class Register:
@@ -52,6 +56,27 @@ class Register:
         with self.engine.connect() as conn:
             row = conn.execute(query).first()
         return _run_dict(row) if row is not None else None
+
+    def finished_runs_of_store(
+        self, identity: str, before: str | None, limit: int
+    ) -> Iterator[dict[str, Any]]:
+        """The store's finished runs (any checkpoint) with a run key before ``before``, newest
+        first, at most ``limit``: read a page at a time through the (store, run time) index,
+        so a caller stopping at the first few reads no more."""
+        query = (
+            sa.select(runs)
+            .where(runs.c.store_identity == identity, runs.c.finished.is_(True))
+            .where(runs.c.run_key < before if before is not None else sa.true())
+            .order_by(runs.c.run_time.desc(), runs.c.id.desc())
+        )
+        for offset in range(0, limit, STORE_RUNS_PAGE):
+            with self.engine.connect() as conn:
+                page = conn.execute(
+                    query.limit(min(STORE_RUNS_PAGE, limit - offset)).offset(offset)
+                ).all()
+            yield from (_run_dict(row) for row in page)
+            if len(page) < STORE_RUNS_PAGE:
+                return
 
     def run_records(
         self,
