@@ -151,6 +151,16 @@ def test_a_writer_that_stops_is_reported_by_the_next_live_run(activated, target,
     assert report.windows["live_writer_health"]["start"] is not None
 
 
+def _stopped_writer(store) -> None:
+    store.subagent_message(store.main_session, datetime.now(UTC), "toolu_missed")  # AC-26
+
+
+def _negative_row(store) -> None:
+    now = datetime.now(UTC)
+    store.subagent_message(store.main_session, now, "toolu_negative")
+    store.subagent_row(store.main_session, "toolu_negative", now, tool_use_count=-1)  # AC-9
+
+
 def _standing(report, before, rule: str) -> None:
     """``rule`` still fails in ``report``, failing since ``before``, nothing resolved."""
     assert not report.success and failed(report) == {rule: "error"}
@@ -209,9 +219,7 @@ def test_a_row_rules_finding_stays_open_until_a_run_re_reads_it_gone(
     the window; fixed in place with updated_at left alone, the re-read finds it gone."""
     monkeypatch.setenv(OVERLAP_VARIABLE, "0")
     live(project, target)
-    now, session = datetime.now(UTC), activated.main_session
-    activated.subagent_message(session, now, "toolu_negative")
-    activated.subagent_row(session, "toolu_negative", now, tool_use_count=-1)
+    _negative_row(activated)
     first = live(project, target)
     assert failed(first) == {NEGATIVE: "error"}
 
@@ -310,9 +318,7 @@ def test_a_full_run_finding_a_live_finding_gone_resolves_it_once(
     monkeypatch.setenv(OVERLAP_VARIABLE, "0")
     configure(monkeypatch, "api", receiver.url)
     live(project, target)
-    now, session = datetime.now(UTC), activated.main_session
-    activated.subagent_message(session, now, "toolu_negative")
-    activated.subagent_row(session, "toolu_negative", now, tool_use_count=-1)
+    _negative_row(activated)
     first = live(project, target)
     assert failed(first) == {NEGATIVE: "error"}
     assert result(nightly(project, target), NEGATIVE).failing_since == first.run_time
@@ -426,16 +432,6 @@ def _forge_watermark(project, suite: str, moment: datetime) -> None:
         for found in document["results"]:
             found["result"]["details"]["live_window"]["watermark"] = _rfc(moment)
         conn.execute(sa.update(results).where(r.id == row_id).values(value=json.dumps(document)))
-
-
-def _stopped_writer(store) -> None:
-    store.subagent_message(store.main_session, datetime.now(UTC), "toolu_missed")  # AC-26
-
-
-def _negative_row(store) -> None:
-    now = datetime.now(UTC)
-    store.subagent_message(store.main_session, now, "toolu_negative")
-    store.subagent_row(store.main_session, "toolu_negative", now, tool_use_count=-1)  # AC-9
 
 
 @pytest.mark.parametrize(
