@@ -29,6 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("lab",),
     ("api",),
+    ("exporter",),
     ("cli",),
     ("",),  # the package itself: it re-exports the API
 )

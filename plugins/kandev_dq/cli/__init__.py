@@ -6,7 +6,8 @@ warning too) / a migration step failed; 2 the command could not run (bad input, 
 store, not a Kandev store, broken project). Errors are one line on stderr, never a traceback.
 
 This module makes the application and its entry point; the commands live in modules by role
-(:mod:`.checking`, :mod:`.store_commands`, :mod:`.scenarios`, :mod:`.records`), what they
+(:mod:`.checking`, :mod:`.store_commands`, :mod:`.scenarios`, :mod:`.records`,
+:mod:`.serving`), what they
 print in :mod:`.output`, the options they share in :mod:`.options`.
 """
 
@@ -17,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from kandev_dq.cli import checking, records, scenarios, store_commands
+from kandev_dq.cli import checking, records, scenarios, serving, store_commands
 from kandev_dq.cli.output import ErrorDocument, could_not_run, err, say
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.text import one_line
@@ -64,6 +65,7 @@ for _command in (
     checking.history,
     checking.explain,
     checking.docs,
+    serving.serve,
     store_commands.demo,
     store_commands.init,
     checking.rules,

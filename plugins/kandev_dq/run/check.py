@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,7 @@ def run_check(
     allow_project_code: bool = False,
     records: str | StoreRef | None = None,
     keep_days: int | None = None,
+    context_for: Callable[[str], Any] | None = None,
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
@@ -149,7 +151,8 @@ def run_check(
     cannot be opened, both before the store is opened. When the run has finished, results and
     runs older than ``keep_days`` (else ``$KANDEV_DQ_RECORDS_KEEP_DAYS``) are pruned
     (:meth:`~kandev_dq.run.records.Records.prune`: never the ledger, nor the run alerts on
-    change compare the next one with).
+    change compare the next one with). ``context_for`` gives the GX context for the store's
+    password-free URL (a process checking again and again keeps them); else it is loaded.
     """
     started = time.perf_counter()
     # A bad setting is a one-line error before anything is opened.
@@ -161,7 +164,9 @@ def run_check(
     refuse_the_store(chosen_records, store)
     with Records(chosen_records) as ledger:
         ledger.import_json_ledger(Path(project) / JSON_LEDGER)
-        report = _run_with_records(project, store, checkpoint, progress, ledger, allow_project_code)
+        report = _run_with_records(
+            project, store, checkpoint, progress, ledger, allow_project_code, context_for
+        )
         report.project_deviations = deviations
         if keep_days is not None:
             report.pruned = ledger.prune(keep_days)
@@ -177,16 +182,20 @@ def _run_with_records(
     progress: runs.Progress | None,
     records: Records,
     allow_project_code: bool,
+    context_for: Callable[[str], Any] | None = None,
 ) -> CheckReport:
     started = time.perf_counter()
     store = open_store(target, read_only=True)
     try:
-        context = load_context(
-            project,
-            store_url=store.display_url,
-            allow_project_code=allow_project_code,
-            own_run_only=True,  # a check writes its own run's pages only
-        )
+        if context_for is not None:
+            context = context_for(store.display_url)
+        else:
+            context = load_context(
+                project,
+                store_url=store.display_url,
+                allow_project_code=allow_project_code,
+                own_run_only=True,  # a check writes its own run's pages only
+            )
         attach_records(context, records)
         if checkpoint not in {c.name for c in context.checkpoints.all()}:
             known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
