@@ -151,6 +151,11 @@ def test_a_finding_is_open_until_the_newest_run_judging_its_rule_passes_it():
     ]
     held.finished(_report("a", "live", T0 + timedelta(minutes=10), live))
     assert open_findings() == {"error": 1, "warning": 0, "info": 0}
+    # Each rule is one series, from the run that judged it last: nightly's failed shortfall
+    # is gone once live passed it, so no alert reading it fires on after the recovery.
+    found = samples(openmetrics_text(held.registry()))
+    judged = {(s["expectation"], s["checkpoint"]): v for s, v in found[metrics.RULE_SUCCESS]}
+    assert judged == {(SHORTFALL, "live"): 1, (EXCESS, "live"): 1, (ORPHANS, "nightly"): 0}
 
 
 def test_a_store_that_cannot_be_read_goes_down_and_keeps_its_last_results():

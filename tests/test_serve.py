@@ -14,6 +14,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,15 +22,24 @@ import sqlalchemy as sa
 
 from kandev_dq import exporter
 from kandev_dq.errors import KandevDqError
-from kandev_dq.exporter import DEFAULT_LISTEN, LISTEN_VARIABLE, duration, listen_address
+from kandev_dq.exporter import (
+    DEFAULT_LISTEN,
+    LISTEN_VARIABLE,
+    ProjectContexts,
+    duration,
+    listen_address,
+    serve_settings,
+)
 from kandev_dq.lab.scenarios.running import materialise
 from kandev_dq.report import metrics
+from kandev_dq.run.check import run_check
 from kandev_dq.run.records.tables import runs as runs_table
 from kandev_dq.run.settings import RECORDS_VARIABLE
 from kandev_dq.store.reference import store_ref
 from tests.prometheus import prometheus
 from tests.replica import free_port
 from tests.test_check_cli import kandev_dq as cli
+from tests.test_live_checkpoint import activated  # noqa: F401 - the fixture
 from tests.test_metrics import SHORTFALL, samples
 
 #: The environment a serve process starts from: none of the caller's kandev-dq settings.
@@ -234,12 +244,8 @@ def test_serve_checks_each_store_on_both_intervals_and_serves_the_results(
             for labels, v in found[metrics.RULE_SUCCESS]
             if labels["expectation"] == SHORTFALL
         }
-        assert shortfall == {
-            (stopped, "live"): 0,
-            (stopped, "nightly"): 0,
-            (healthy, "live"): 1,
-            (healthy, "nightly"): 1,
-        }
+        # One series per rule and store: the newest run judging it (live ran after nightly).
+        assert shortfall == {(stopped, "live"): 0, (healthy, "live"): 1}
         intervals = {(s["store"], s["checkpoint"]): v for s, v in found[metrics.RUN_INTERVAL]}
         assert intervals == {(s, c): 2 if c == "live" else 3600 for s, c in every}
 
@@ -382,10 +388,17 @@ def test_a_store_past_its_time_limit_counts_as_down_and_the_next_is_checked(
         assert served.stop()[0] == 0
 
 
-def test_prometheus_scrapes_serve_and_fires_only_the_expected_alerts(
-    target, another_target, project, tmp_path
+def test_prometheus_scrapes_serve_fires_only_the_expected_alerts_and_sees_the_recovery(
+    activated,  # noqa: F811 - the fixture
+    target,
+    another_target,
+    project,
+    tmp_path,
 ):
-    materialise("stopped_writer", target.url)
+    """AC-26: a stopped writer (a subagent message with no row) and a healthy store, served
+    by one process and scraped by a real Prometheus evaluating the shipped rules: the
+    shortfall alert fires for the stopped writer alone, and resolves once its row appears."""
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
     materialise("healthy_baseline", another_target.url)
     stopped, healthy = store_ref(target.url).shown, store_ref(another_target.url).shown
     with serving(
@@ -406,6 +419,15 @@ def test_prometheus_scrapes_serve_and_fires_only_the_expected_alerts(
                 lambda: server.values("kandev_dq_up", "store"), lambda f: len(f) == 2, 60
             )
             assert ups == {stopped: 1, healthy: 1}
+            shortfall = f'kandev_dq_rule_success{{expectation="{SHORTFALL}",checkpoint="live"}}'
+            judged = server.eventually(
+                lambda: server.values(shortfall, "store"), lambda f: len(f) == 2, 60
+            )
+            assert judged == {stopped: 0, healthy: 1}
+            errors = server.values(
+                f'kandev_dq_rule_success{{severity="error",store="{healthy}"}}', "expectation"
+            )
+            assert errors and set(errors.values()) == {1}
 
             def firing() -> set[tuple[str, str]]:
                 return {
@@ -419,7 +441,56 @@ def test_prometheus_scrapes_serve_and_fires_only_the_expected_alerts(
                 ("KandevDqWriterShortfall", stopped),
                 ("KandevDqErrorRuleFailing", stopped),
             }
+            # The writer catches up: the row appears, and every alert resolves.
+            activated.subagent_row(activated.main_session, "toolu_missed", datetime.now(UTC))
+            server.eventually(firing, lambda f: not f, 90)
+            assert server.values(shortfall, "store") == {stopped: 1, healthy: 1}
+            # nightly's failure is no series any more: live judged the rule after it.
+            assert server.values(
+                f'kandev_dq_rule_success{{expectation="{SHORTFALL}"}}', "store"
+            ) == {
+                stopped: 1,
+                healthy: 1,
+            }
         assert served.stop()[0] == 0
+
+
+def test_a_live_cycle_builds_the_data_docs_only_when_its_verdict_moves(
+    activated,  # noqa: F811 - the fixture
+    target,
+    project,
+    tmp_path,
+):
+    """A live run every few minutes rebuilds no page while its verdict holds; a new failure
+    and a recovery each get their run's pages and the overview; a full run always does."""
+    settings = serve_settings([target.url], project=project, records=str(tmp_path / "records.db"))
+    contexts = ProjectContexts(settings)
+    site = project / "uncommitted" / "data_docs" / "local_site"
+
+    def live(**kw):
+        report = run_check(
+            project, target.url, "live", context_for=contexts, pages_on_change=True, **kw
+        )
+        overview = (site / "overview.html").stat().st_mtime_ns
+        pages = list((site / "validations").glob("live_*/*/*/*.html"))
+        folder = report.run_time.replace("-", "").replace(":", "")  # as GX names it
+        return report, overview, {p for p in pages if p.parent.name == folder}
+
+    first, seen, pages = live()
+    assert pages  # a first run's verdict is news
+    # The second finds the write-once baseline recorded by the first (an info rule recovers).
+    second, seen, pages = live()
+    assert second.changes["resolved"] and pages
+    steady, overview, pages = live()
+    assert steady.success and not pages and overview == seen
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    failing, overview, pages = live()
+    assert not failing.success and pages and overview > seen
+    still, again, pages = live()
+    assert not still.success and not pages and again == overview
+    activated.subagent_row(activated.main_session, "toolu_missed", datetime.now(UTC))
+    recovered, last, pages = live()
+    assert recovered.success and pages and last > again
 
 
 def test_the_readme_unit_and_container_run_serve_on_settings_it_reads():

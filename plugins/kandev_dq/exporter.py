@@ -4,7 +4,8 @@ again and again, and serves the results as Prometheus metrics.
 Each store gets ``live`` every ``live_every`` seconds and the full checkpoint every
 ``full_every``; a cycle is one :func:`kandev_dq.run.check.run_check`, the code ``check`` runs
 (the same records database, results, data docs, changes and notifications), on a GX context
-loaded once per store and kept. Stores are checked one at a time, each cycle in a worker
+loaded once per store and kept; a live cycle rebuilds the data docs only when its verdict
+moved. Stores are checked one at a time, each cycle in a worker
 thread the loop waits on for at most the time limit: a store that is slow or down counts as
 down for that cycle and never holds the others longer. ``/metrics`` serves
 :class:`kandev_dq.report.metrics.CheckMetrics` through ``prometheus_client`` (text or
@@ -292,6 +293,8 @@ class Exporter:
                 allow_project_code=self.settings.allow_project_code,
                 records=self.settings.records,
                 context_for=self._contexts,
+                # A live run every few minutes rebuilds the docs only when its verdict moved.
+                pages_on_change=job.checkpoint == LIVE,
             )
         except KandevDqError as exc:
             outcome["error"] = one_line(str(exc))

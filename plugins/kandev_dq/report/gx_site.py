@@ -415,6 +415,8 @@ class KandevSiteBuilder(SiteBuilder):
         checkpoint run, the results' pages and the run-wide ones are built apart
         (:func:`~kandev_dq.run.gx_adapter.building_pages`)."""
         pages = gx_adapter.pages_to_build()
+        if pages == "none":
+            return self.get_resource_url(only_if_exists=False), []
         for name, section_builder in self.site_section_builders.items():
             if pages == "run-wide":
                 break

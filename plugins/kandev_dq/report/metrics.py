@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from kandev_dq.contract.rule_index import SHARED_RULES
 from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import STATES
 from kandev_dq.text import one_line
@@ -205,8 +206,9 @@ def families(
     up: Mapping[str, bool],
     intervals: Mapping[tuple[str, str], float] | None = None,
 ) -> Iterator[Metric]:
-    """Every family with samples, from the latest run of each checkpoint on each store; a
-    store's own families (its state, replica lag, open findings) from its newest run."""
+    """Every family with samples: each rule's from the newest run that judged it on the
+    store, the run times of the latest run of each checkpoint on each store, and a store's
+    own families (its state, replica lag, open findings) from its newest run."""
     runs = sorted(runs, key=lambda run: run.finished_at)  # oldest first: the newest wins
     made = {name: _family(name) for name in FAMILIES}
 
@@ -217,30 +219,36 @@ def families(
         add(UP, [store], 1 if readable else 0)
     newest: dict[str, FinishedRun] = {}
     overlap: dict[str, float] = {}
-    #: Each rule on each store as the newest run judging it left it: (severity, failing).
-    judged: dict[str, dict[str, tuple[str, bool]]] = {}
+    #: Each rule on each store as the newest run judging it left it, under its full-read
+    #: suite: a rule a live suite runs is one finding whichever checkpoint judged it last
+    #: (a stale nightly failure would keep an alert firing after live saw it recover).
+    judged: dict[tuple[str, str, str], tuple[FinishedRun, RuleOutcome]] = {}
     for run in runs:
         newest[run.store] = run
         if run.overlap_s is not None:
             overlap[run.store] = run.overlap_s
         for rule in run.rules:
-            labels = [run.store, run.checkpoint, rule.suite, rule.expectation, rule.ac]
-            add(RULE_SUCCESS, [*labels, rule.severity], 1 if rule.success else 0)
-            if rule.unexpected is not None:
-                add(RULE_UNEXPECTED, [*labels, rule.severity], rule.unexpected)
-            judged.setdefault(run.store, {})[rule.expectation] = (rule.severity, not rule.success)
+            shared = SHARED_RULES.get((rule.suite, rule.expectation), (rule.suite,))[0]
+            judged[(run.store, shared, rule.expectation)] = (run, rule)
         add(LAST_RUN, [run.store, run.checkpoint], run.finished_at)
         add(RUN_DURATION, [run.store, run.checkpoint], run.duration_s)
+    failing: dict[str, list[str]] = {}
+    for run, rule in judged.values():
+        labels = [run.store, run.checkpoint, rule.suite, rule.expectation, rule.ac, rule.severity]
+        add(RULE_SUCCESS, labels, 1 if rule.success else 0)
+        if rule.unexpected is not None:
+            add(RULE_UNEXPECTED, labels, rule.unexpected)
+        if not rule.success:
+            failing.setdefault(run.store, []).append(rule.severity)
     for store, run in newest.items():
         for state in STATES:
             add(ACTIVATION_STATE, [store, state], 1 if state == run.state else 0)
         if run.replica_lag_s is not None:
             add(REPLICA_LAG, [store], run.replica_lag_s)
-        # A finding stays open until a run that judges its rule again finds it gone: the
-        # newest judgment of each rule on the store, whichever checkpoint made it.
-        failing = [severity for severity, fails in judged.get(store, {}).values() if fails]
-        for severity in (*SEVERITIES, *sorted(set(failing) - set(SEVERITIES))):
-            add(OPEN_FINDINGS, [store, severity], failing.count(severity))
+        # A finding stays open until a run that judges its rule again finds it gone.
+        open_ = failing.get(store, [])
+        for severity in (*SEVERITIES, *sorted(set(open_) - set(SEVERITIES))):
+            add(OPEN_FINDINGS, [store, severity], open_.count(severity))
     for store, seconds in overlap.items():
         add(LIVE_OVERLAP, [store], seconds)
     for (store, checkpoint), seconds in sorted((intervals or {}).items()):

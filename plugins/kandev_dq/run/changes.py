@@ -104,6 +104,11 @@ class Changes:
     #: This run's failed rules (``suite/expectation`` -> severity).
     now: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def changed(self) -> bool:
+        """Whether the verdict moved: a first run, a new failure or a recovery."""
+        return self.previous_run is None or bool(self.new or self.resolved)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "previous_run": self.previous_run,

@@ -141,6 +141,7 @@ def run_check(
     records: str | StoreRef | None = None,
     keep_days: int | None = None,
     context_for: Callable[[str], Any] | None = None,
+    pages_on_change: bool = False,
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
@@ -153,6 +154,8 @@ def run_check(
     (:meth:`~kandev_dq.run.records.Records.prune`: never the ledger, nor the run alerts on
     change compare the next one with). ``context_for`` gives the GX context for the store's
     password-free URL (a process checking again and again keeps them); else it is loaded.
+    ``pages_on_change``: the data docs are built only when the verdict moved
+    (:attr:`~kandev_dq.run.changes.Changes.changed`), not on every run.
     """
     started = time.perf_counter()
     # A bad setting is a one-line error before anything is opened.
@@ -165,7 +168,14 @@ def run_check(
     with Records(chosen_records) as ledger:
         ledger.import_json_ledger(Path(project) / JSON_LEDGER)
         report = _run_with_records(
-            project, store, checkpoint, progress, ledger, allow_project_code, context_for
+            project,
+            store,
+            checkpoint,
+            progress,
+            ledger,
+            allow_project_code,
+            context_for,
+            pages_on_change,
         )
         report.project_deviations = deviations
         if keep_days is not None:
@@ -183,6 +193,7 @@ def _run_with_records(
     records: Records,
     allow_project_code: bool,
     context_for: Callable[[str], Any] | None = None,
+    pages_on_change: bool = False,
 ) -> CheckReport:
     started = time.perf_counter()
     store = open_store(target, read_only=True)
@@ -218,7 +229,12 @@ def _run_with_records(
             # (kandev_dq.run.write_once), as on a checkpoint run through GX's own API.
             suite_seconds: dict[str, float] = {}
             outcome = runs.run_checkpoint(
-                context, checkpoint, run_id, progress, suite_seconds=suite_seconds
+                context,
+                checkpoint,
+                run_id,
+                progress,
+                suite_seconds=suite_seconds,
+                pages=not pages_on_change,
             )
         baseline = records.baseline(identity)
         report = CheckReport(
@@ -264,6 +280,8 @@ def _run_with_records(
             key = rule_key(r.suite, r.expectation)
             r.failing_since, r.new = changes.since.get(key), key in changes.new
         report.changes = changes.to_json()
+        if pages_on_change and changes.changed:
+            runs.build_pages(context, checkpoint, outcome)
         runs.notify(context, outcome, identity, changes)
         finish_run(
             records,

@@ -103,16 +103,23 @@ def new_run_id(checkpoint: str, identity: str):
     return RunIdentifier(run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC))
 
 
+DOCS_ACTION = "update_data_docs"
+
+
 def run_checkpoint(
     context,
     checkpoint: str,
     run_id,
     progress: Progress | None = None,
     suite_seconds: dict[str, float] | None = None,
+    *,
+    pages: bool = True,
 ):
     """Run ``checkpoint`` as GX does; report its progress, and each suite's duration into
     ``suite_seconds`` (from the previous suite's result stored, or the run's start, to its own:
-    GX times only the whole checkpoint)."""
+    GX times only the whole checkpoint). Without ``pages``, its data docs actions build
+    nothing (GX refuses a checkpoint changed in memory), for :func:`build_pages` to build them
+    later, or never."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     gx_checkpoint = context.checkpoints.get(checkpoint)
@@ -120,22 +127,50 @@ def run_checkpoint(
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     with (
         _reporting(context, gx_checkpoint, progress, suite_seconds),
-        gx_adapter.building_pages("results"),
+        gx_adapter.building_pages("results" if pages else "none"),
     ):
         result = gx_checkpoint.run(run_id=run_id)
-    _build_run_wide_pages(context, gx_checkpoint)
+    if pages:
+        _build_run_wide_pages(context, gx_checkpoint)
     return result
+
+
+def build_pages(context, checkpoint: str, result) -> None:
+    """The data docs pages of a run made without them (:func:`run_checkpoint`): its results'
+    pages, then the run-wide ones, on the sites its docs actions name."""
+    gx_checkpoint = context.checkpoints.get(checkpoint)
+    names = _docs_sites(gx_checkpoint)
+    if names == []:
+        return
+    try:
+        with gx_adapter.building_pages("results"):
+            context.build_data_docs(
+                site_names=names, resource_identifiers=list(result.run_results), build_index=False
+            )
+    except Exception:  # noqa: BLE001 - GX's own action logs a docs failure and goes on
+        logger.exception("kandev-dq: the data docs pages of the run could not be built")
+    _build_run_wide_pages(context, gx_checkpoint)
+
+
+def _docs_actions(gx_checkpoint) -> list:
+    return [a for a in gx_checkpoint.actions if getattr(a, "type", "") == DOCS_ACTION]
+
+
+def _docs_sites(gx_checkpoint) -> list[str] | None:
+    """The sites the checkpoint's docs actions update: None for every site (an action naming
+    none), [] when it has no such action."""
+    actions = _docs_actions(gx_checkpoint)
+    if any(not a.site_names for a in actions):
+        return None
+    return [name for a in actions for name in a.site_names]
 
 
 def _build_run_wide_pages(context, gx_checkpoint) -> None:
     """The overview, index and assets of the sites the checkpoint's docs actions updated,
     once; like GX's action, a failure is logged and never fails the run."""
-    actions = [a for a in gx_checkpoint.actions if getattr(a, "type", "") == "update_data_docs"]
-    if not actions:
+    names = _docs_sites(gx_checkpoint)
+    if names == []:
         return
-    # An action naming no site updates every site.
-    every_site = any(not a.site_names for a in actions)
-    names = None if every_site else [name for a in actions for name in a.site_names]
     try:
         with gx_adapter.building_pages("run-wide"):
             context.build_data_docs(site_names=names)

@@ -278,7 +278,8 @@ def _result_identifier(tuple_) -> ValidationResultIdentifier | None:
 #: Which pages a data docs build renders: ``all`` (any build outside a checkpoint run),
 #: ``results`` (a checkpoint action's build: the given results' pages only) or ``run-wide``
 #: (the one build after the checkpoint: overview, index, assets).
-DocsPages = Literal["all", "results", "run-wide"]
+#: "none": a run whose pages are built later, or never (a live cycle whose verdict held).
+DocsPages = Literal["all", "results", "run-wide", "none"]
 _DOCS_PAGES: ContextVar[DocsPages] = ContextVar("kandev_dq_docs_pages", default="all")
 
 
