@@ -15,7 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,9 @@ class Replica:
 
     primary: str
     standby: str
+    #: Runs ``pg_ctl ACTION`` on the primary (``stop``, ``start``): a server restarted under
+    #: a long-running check.
+    primary_ctl: Callable[[str], None]
 
     def _standby_sql(self, statement: str):
         engine = sa.create_engine(self.standby.replace("postgresql://", "postgresql+psycopg://"))
@@ -140,6 +143,17 @@ def streaming_pair() -> Iterator[Replica]:
         yield Replica(
             f"postgresql://postgres@127.0.0.1:{primary_port}/kandev",
             f"postgresql://postgres@127.0.0.1:{standby_port}/kandev",
+            lambda action: run(
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(primary),
+                "-l",
+                str(folder / "primary.log"),
+                "-m",
+                "fast",
+                "-w",
+                action,
+            ),  # fmt: skip
         )
     finally:
         for data in reversed(started):

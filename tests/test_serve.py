@@ -37,7 +37,7 @@ from kandev_dq.run.records.tables import runs as runs_table
 from kandev_dq.run.settings import RECORDS_VARIABLE
 from kandev_dq.store.reference import store_ref
 from tests.prometheus import prometheus
-from tests.replica import free_port
+from tests.replica import free_port, streaming_pair
 from tests.test_check_cli import kandev_dq as cli
 from tests.test_live_checkpoint import activated  # noqa: F401 - the fixture
 from tests.test_metrics import SHORTFALL, samples
@@ -386,6 +386,147 @@ def test_a_store_past_its_time_limit_counts_as_down_and_the_next_is_checked(
         holder.rollback()  # the lock goes
         served.once(lambda f: up(f).get(slow) == 1, timeout_s=60)
         assert served.stop()[0] == 0
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+
+def _live_ended(found: dict, store: str) -> float:
+    return max(
+        (
+            v
+            for s, v in found.get(metrics.LAST_RUN, [])
+            if s == {"store": store, "checkpoint": "live"}
+        ),
+        default=0.0,
+    )
+
+
+def _checked_again(served: Served, store: str, timeout_s: float = 90) -> dict:
+    """The samples once a live run on ``store`` has finished after the ones seen now."""
+    seen = _live_ended(served.found(), store)
+    return served.once(lambda f: _live_ended(f, store) > seen and up(f).get(store) == 1, timeout_s)
+
+
+def test_a_postgresql_store_restarted_goes_down_then_up_without_a_crash(project, tmp_path):
+    """The server stops under the loop: the store reads as down, the process lives on, and
+    once the server is back the next cycle reads it again."""
+    with streaming_pair() as pair:
+        materialise("healthy_baseline", pair.primary)
+        shown = store_ref(pair.primary).shown
+        with serving(
+            tmp_path,
+            "--store",
+            pair.primary,
+            "--project",
+            str(project),
+            "--records",
+            str(tmp_path / "records.db"),
+            "--live-every",
+            "1s",
+        ) as served:
+            served.once(lambda f: (shown, "live") in finished(f))
+            pair.primary_ctl("stop")
+            served.once(lambda f: up(f).get(shown) == 0)
+            assert served.get("/healthz")[0] == 200
+            pair.primary_ctl("start")
+            _checked_again(served, shown)
+            assert served.stop()[0] == 0
+    assert "Traceback" not in served.log.read_text()
+
+
+def test_a_sqlite_file_replaced_is_read_anew(sqlite_target, project, tmp_path):
+    """The store's file is replaced by another (a restore, a rename over it): the next cycle
+    reads the new file, here a writer that stopped."""
+    materialise("healthy_baseline", sqlite_target.url)
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / "kandev.db"
+    materialise("stopped_writer", str(other))
+    shown = store_ref(sqlite_target.url).shown
+    with serving(
+        tmp_path,
+        "--store",
+        sqlite_target.url,
+        "--project",
+        str(project),
+        "--records",
+        str(tmp_path / "records.db"),
+        "--live-every",
+        "1s",
+    ) as served:
+        found = served.once(lambda f: (shown, "live") in finished(f))
+        assert value_of(found, SHORTFALL, shown) == 1
+        sqlite_target.engine.dispose()
+        os.replace(other, sqlite_target.url)
+        served.once(lambda f: value_of(f, SHORTFALL, shown) == 0)
+        assert up(served.found()) == {shown: 1}
+        assert served.stop()[0] == 0
+
+
+def value_of(found: dict, expectation: str, store: str) -> float | None:
+    """The rule's success on ``store`` as the newest run judging it left it."""
+    values = [
+        v
+        for s, v in found.get(metrics.RULE_SUCCESS, [])
+        if s["expectation"] == expectation and s["store"] == store
+    ]
+    return values[0] if values else None
+
+
+def test_a_records_database_unreachable_for_a_cycle_reads_as_down_then_recovers(
+    target, project, tmp_path
+):
+    materialise("healthy_baseline", target.url)
+    folder = tmp_path / "records"
+    folder.mkdir()
+    shown = store_ref(target.url).shown
+    with serving(
+        tmp_path,
+        "--store",
+        target.url,
+        "--project",
+        str(project),
+        "--records",
+        str(folder / "records.db"),
+        "--live-every",
+        "1s",
+    ) as served:
+        served.once(lambda f: (shown, "live") in finished(f))
+        folder.rename(tmp_path / "records-away")
+        served.once(lambda f: up(f).get(shown) == 0)
+        (tmp_path / "records-away").rename(folder)
+        _checked_again(served, shown)
+        assert served.stop()[0] == 0
+    log = served.log.read_text()
+    assert "Traceback" not in log
+    assert all(len(line) < 600 for line in log.splitlines())  # one cut line per refusal
+
+
+def test_sigterm_during_a_cycle_exits_in_time_and_leaves_no_finished_half_run(
+    pg_target, project, tmp_path
+):
+    """A cycle waiting on a locked table when SIGTERM comes: the process exits 0 within
+    10 s; the run it left is marked unfinished in the register (never a verdict), and the
+    records database is whole for the next start."""
+    materialise("healthy_baseline", pg_target.url)
+    records = tmp_path / "records.db"
+    shown = store_ref(pg_target.url).shown
+    args = ("--store", pg_target.url, "--project", str(project), "--records", str(records))
+    with pg_target.engine.connect() as holder:
+        with serving(tmp_path, *args, "--live-every", "1s") as served:
+            served.once(lambda f: (shown, "live") in finished(f))
+            holder.execute(sa.text("LOCK TABLE task_session_messages IN ACCESS EXCLUSIVE MODE"))
+            time.sleep(3)  # the next cycle is waiting on the lock
+            code, took = served.stop(signal.SIGTERM)
+        holder.rollback()
+    assert code == 0 and took < 10, served.log.read_text()
+    with sa.create_engine(f"sqlite:///{records}").connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+        verdicts = conn.execute(sa.text(f"SELECT finished, success FROM {RUNS} ORDER BY id")).all()
+    assert all(success is None for finished_, success in verdicts if not finished_)
+    with serving(tmp_path, *args, "--live-every", "1s") as again:
+        _checked_again(again, shown)
+        assert again.stop()[0] == 0
 
 
 def test_prometheus_scrapes_serve_fires_only_the_expected_alerts_and_sees_the_recovery(

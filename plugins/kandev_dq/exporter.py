@@ -54,7 +54,10 @@ DEFAULT_LISTEN = "127.0.0.1:9108"
 LIVE = "live"
 #: A cycle under way when the process is told to stop gets this long to finish: the process
 #: exits within 10 s of SIGTERM.
-STOP_GRACE_S = 8.0
+STOP_GRACE_S = 6.0
+#: An unexpected error of a cycle is logged cut to this many characters (a driver's error
+#: can quote a whole statement and its parameters).
+ERROR_SHOWN_CHARS = 300
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNIT_S = {None: 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -225,6 +228,10 @@ class Exporter:
         """Whether the loop has moved within ``within`` seconds (it beats while it waits)."""
         return time.monotonic() - self._heartbeat <= within
 
+    def abandoned(self) -> bool:
+        """Whether a cycle is still running (one past its time limit, or the stop's grace)."""
+        return any(worker.is_alive() for worker in self._overrun.values())
+
     def reload(self) -> None:
         """Ask for the project to be vetted and loaded again before the next cycle."""
         self._reload.set()
@@ -299,7 +306,8 @@ class Exporter:
         except KandevDqError as exc:
             outcome["error"] = one_line(str(exc))
         except Exception as exc:  # noqa: BLE001 - one cycle's fault must not end the loop
-            outcome["error"] = one_line(f"{type(exc).__name__}: {exc}")
+            said = one_line(str(exc).splitlines()[0] if str(exc) else "")[:ERROR_SHOWN_CHARS]
+            outcome["error"] = f"failed: {type(exc).__name__}: {said}"
 
     def _reload_project(self) -> None:
         from kandev_dq.run import inputs
@@ -380,6 +388,13 @@ def serve(settings: ServeSettings) -> None:
     finally:
         server.shutdown()
         server.server_close()
+    if exporter.abandoned():
+        # A thread blocked in a driver call cannot be interrupted, and the interpreter's exit
+        # would wait on GX's worker threads behind it: leave now, its transaction rolls back.
+        settings.log("serve: stopped, the cycle under way left unfinished")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     settings.log("serve: stopped")
 
 
