@@ -121,6 +121,21 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "with repeats); writes bench/huge-value.md unless --out is given",
     )
     parser.add_argument(
+        "--serve",
+        type=int,
+        metavar="SCALE",
+        help="only a live cycle inside `kandev-dq serve` against a one-shot live process, on a "
+        "scale-1 store and one of SCALE units (400: 1.1M messages), and the soak; writes "
+        "bench/serve.md unless --out is given",
+    )
+    parser.add_argument(
+        "--cycles",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="with --serve: the soak's live cycles in one process (default 1000)",
+    )
+    parser.add_argument(
         "--checkpoint",
         default="nightly",
         help="the checkpoint --history-growth runs (any checkpoint the project has; "
@@ -288,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         return live_main(args, argv)
     if args.huge_value:
         return huge_value_main(args, argv)
+    if args.serve:
+        return serve_main(args, argv)
     if args.out is None:  # a quick run never replaces the full table
         args.out = args.work / "quick.md" if args.quick_only else HERE / "results.md"
     scales = [int(s) for s in args.scales.split(",") if s]
@@ -434,6 +451,29 @@ def live_main(args, argv: list[str] | None) -> int:
             m["plans"] = f"plans/{kept.name}"
     text = live.render(info, results)
     out.write_text(text)
+    print(text)
+    return 0
+
+
+def serve_main(args, argv: list[str] | None) -> int:
+    from bench import serve
+
+    dialects, server, project, info = _one_step_setup(args, argv)
+    started = time.perf_counter()
+    stores = Stores(args.work, server)
+    try:
+        results = serve.measure_serve(
+            stores, dialects, args.serve, project, args.work / "serve", args.repeat, args.cycles
+        )
+    finally:
+        stores.cleanup()
+    info["load_after"] = load()
+    info["minutes"] = round((time.perf_counter() - started) / 60, 1)
+    (args.work / "serve.json").write_text(
+        json.dumps({"machine": info, "results": results}, indent=1)
+    )
+    text = serve.render(info, results)
+    (args.out if args.out is not None else HERE / "serve.md").write_text(text)
     print(text)
     return 0
 
