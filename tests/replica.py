@@ -15,10 +15,12 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
@@ -59,6 +61,16 @@ class Replica:
                 return conn.exec_driver_sql(statement).scalar()
         finally:
             engine.dispose()
+
+    def schema(self) -> tuple[str, str]:
+        """A fresh schema on the primary: its URL there and on the standby."""
+        name = f"s_{uuid.uuid4().hex[:10]}"
+        engine = sa.create_engine(self.primary.replace("postgresql://", "postgresql+psycopg://"))
+        with engine.begin() as conn:
+            conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
+        engine.dispose()
+        options = f"?options={quote(f'-csearch_path={name}')}"
+        return self.primary + options, self.standby + options
 
     def pause(self) -> None:
         self._standby_sql("SELECT pg_wal_replay_pause()")

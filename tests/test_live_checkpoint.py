@@ -40,6 +40,7 @@ from tests.test_changes import _overview_text
 from tests.test_notifications import configure, receiver  # noqa: F401 - fixture
 
 SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
+EXCESS = "expect_no_writer_excess_since_capture_since"
 ZERO = "expect_no_zero_tokens_or_duration"
 NEGATIVE = "expect_no_negative_metrics"
 LIVE_SUITES = ("live_activation", "live_writer_health", "live_rows")
@@ -97,8 +98,9 @@ def test_first_run_reads_in_full_the_next_the_window_and_a_long_gap_in_full_agai
         read_to = parse_key(first.windows[suite]["watermark"])
         assert window["start"] == read_to.shifted(-5 * 60 * 10**9).rfc3339nano(), suite
         assert window["previous"] == first.windows[suite]["watermark"]
-    # Only the changed key and row are read.
-    assert "every one of 1 qualifying key(s)" in result(second, SHORTFALL).message
+    # Every key of the changed session is judged (a key rewritten there leaves its old one
+    # behind), and only the changed rows.
+    assert "every one of 4 qualifying key(s)" in result(second, SHORTFALL).message
     assert failed(second) == {ZERO: "error"}
     assert result(second, ZERO).observed_value == 1
     nightly = run_check(project, target.url, "nightly")
@@ -149,6 +151,24 @@ def test_a_writer_that_stops_is_reported_by_the_next_live_run(activated, target,
     assert failing(report) == failing(nightly) == {(SHORTFALL, "error", tuple(stopped.rules))}
     assert tuple(stopped.rules) == tuple(result(nightly, SHORTFALL).rules)
     assert report.windows["live_writer_health"]["start"] is not None
+
+
+@pytest.mark.parametrize("of", ["message", "row"])
+def test_a_rewritten_key_is_judged_under_its_old_key_as_under_its_new(
+    activated, target, project, of
+):
+    """AC-26, AC-27: a message or row whose tool_call_id is rewritten leaves its old key to
+    what else holds it (a row without its message, a message without its row). Live judges
+    the old key as nightly does, though nothing of it changed: same failures, same counts."""
+    live(project, target)
+    activated.rekey("toolu_old_0", "toolu_renamed", datetime.now(UTC), of=of)
+    report = live(project, target)
+    nightly = run_check(project, target.url, "nightly")
+    assert report.windows["live_writer_health"]["start"] is not None
+    assert failing(report) == failing(nightly)
+    assert {SHORTFALL, EXCESS} <= set(failed(nightly))
+    for rule in (SHORTFALL, EXCESS):
+        assert result(report, rule).observed_value == result(nightly, rule).observed_value == 1
 
 
 def _stopped_writer(store) -> None:

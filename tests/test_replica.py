@@ -7,9 +7,7 @@ Each test runs on a real primary and a standby streaming it (``tests/replica.py`
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
-from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
@@ -32,24 +30,13 @@ def replica():
         yield pair
 
 
-def _schema(replica, name: str | None = None) -> tuple[str, str]:
-    """A fresh schema on the primary: its URL there and on the standby."""
-    name = name or f"s_{uuid.uuid4().hex[:10]}"
-    engine = sa.create_engine(replica.primary.replace("postgresql://", "postgresql+psycopg://"))
-    with engine.begin() as conn:
-        conn.exec_driver_sql(f'CREATE SCHEMA "{name}"')
-    engine.dispose()
-    options = f"?options={quote(f'-csearch_path={name}')}"
-    return replica.primary + options, replica.standby + options
-
-
 def _verdict(report) -> dict[tuple[str, str], tuple[bool, object]]:
     return {(r.suite, r.expectation): (r.success, r.unexpected_count) for r in report.results}
 
 
 @pytest.mark.parametrize("scenario", ["healthy_baseline", "stopped_writer", "negative_metric"])
 def test_a_check_on_a_standby_gives_the_primary_verdict(replica, project, tmp_path, scenario):
-    primary, standby = _schema(replica)
+    primary, standby = replica.schema()
     materialise(scenario, primary)
     replica.caught_up()
     on_primary = run_check(project, primary, "pre_release", records=str(tmp_path / "p.db"))
@@ -72,7 +59,7 @@ def test_live_on_a_lagging_standby_reads_what_replay_brings_later(
     the last replayed commit, not the validator's clock (which would start the next window
     after the message)."""
     monkeypatch.setenv(OVERLAP_VARIABLE, "0.005")  # 0.3 s
-    primary, standby = _schema(replica)
+    primary, standby = replica.schema()
     engine = sa.create_engine(primary.replace("postgresql://", "postgresql+psycopg://"))
     store = StoreBuilder(engine).create()
     capture = datetime.now(UTC) - timedelta(hours=1)
@@ -110,7 +97,7 @@ def test_live_on_a_lagging_standby_reads_what_replay_brings_later(
 def test_a_standby_stalled_longer_than_the_longest_gap_is_read_in_full(
     replica, project, tmp_path, monkeypatch
 ):
-    primary, standby = _schema(replica)
+    primary, standby = replica.schema()
     materialise("healthy_baseline", primary)
     replica.caught_up()
     records = str(tmp_path / "records.db")
@@ -129,7 +116,7 @@ def test_a_standby_stalled_longer_than_the_longest_gap_is_read_in_full(
 
 
 def test_migrate_on_a_standby_is_refused_in_one_line(replica):
-    primary, standby = _schema(replica)
+    primary, standby = replica.schema()
     materialise("pre_amendment_table", primary)  # a store the migration has work on
     replica.caught_up()
     done = kandev_dq("migrate", "--store", standby)

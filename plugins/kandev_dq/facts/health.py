@@ -26,15 +26,21 @@ samples are read from the same ledger only for a non-zero count.
 
 **A live window** (:class:`~kandev_dq.facts.shapes.ChangeWindow` with a start) reads the same
 ledger for the sessions where something changed at or after the start only (a message created
-or updated, a row observed or updated: :func:`kandev_dq.facts.window.read_window`), and counts
-the keys that changed there. A key lies within one session, so every count is nightly's
-restricted to those keys: live reports nothing nightly would not, and every fault of a changed
-key that nightly reports (CONTRACT §6). AC-29's MAX(observed_at) over every row since
-``:since`` is the ledger's when a row of it was observed in the window (every such row's
-session changed, so the ledger holds the table's latest row); only when none was is it read
-over the whole table, and when it is NULL the whole record is read, as nightly reads it. On
-PostgreSQL the changed sessions are read first, in the same snapshot, and bound as one array
-(:meth:`~kandev_dq.facts.window.WindowRead.in_sessions`); listings keep the subquery.
+or updated, a row observed or updated: :func:`kandev_dq.facts.window.read_window`) and those
+of its open findings, and counts every key there, not only the keys that changed: a message or
+row whose tool_call_id was rewritten leaves its old key, which nothing of it names any more, to
+what else holds it (a row without its message, AC-27), and that key lies in the same session.
+A key lies within one session, so every count is nightly's restricted to those sessions: live
+reports nothing nightly would not, and every fault of a key a changed message or row had before
+or has after the change that nightly reports (CONTRACT §6), unless the change moved it to
+another session (docs/interpretations.md, "What `live` cannot see").
+
+AC-29's MAX(observed_at) over every row since ``:since`` is the ledger's when a row of it was
+observed in the window (every such row's session changed, so the ledger holds the table's
+latest row); only when none was is it read over the whole table, and when it is NULL the whole
+record is read, as nightly reads it. On PostgreSQL the changed sessions are read first, in the
+same snapshot, and bound as one array (:meth:`~kandev_dq.facts.window.WindowRead.in_sessions`);
+listings keep the subquery.
 """
 
 from __future__ import annotations
@@ -120,7 +126,7 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
         carry_sessions(conn, [(facts[name], items(k)) for name, _, items, _ in directed])
     # AC-29: a silent writer leaves MAX(observed_at) since capture_since NULL; then every
     # qualifying key since then is one it did not write.
-    silent = [listed.qualifying == 1, listed.changed == 1]
+    silent = [listed.qualifying == 1]
     if shape.table_exists:
         since = subagents.alias("observed_since")  # never correlated with the ledger's rows
         silent.append(
@@ -154,7 +160,7 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
             k.row_id,
             k.first_observed_at,
             k.last_observed_at,
-        ).where(k.rows > 1, k.changed == 1)
+        ).where(k.rows > 1)
         sample = sample_of(conn, colliding.order_by(k.task_session_id, k.tool_call_id))
     facts["collisions"] = {"count": rows - keys, "rows": rows, "keys": keys, "sample": sample}
     return facts
@@ -164,7 +170,7 @@ def _missing(k) -> sa.Select:
     """The shortfall's keys (qualifying, no row) in the ledger whose columns are ``k``."""
     return (
         sa.select(k.task_session_id, k.tool_call_id, k.message_id, k.first_created_at, k.messages)
-        .where(k.qualifying == 1, k.observed == 0, k.changed == 1)
+        .where(k.qualifying == 1, k.observed == 0)
         .order_by(k.first_created_at, k.task_session_id, k.tool_call_id)
     )
 
@@ -173,7 +179,7 @@ def _unmatched(k) -> sa.Select:
     """The excess's keys (a row, no subagent message) in the ledger whose columns are ``k``."""
     return (
         sa.select(k.task_session_id, k.tool_call_id, k.row_id, k.rows, k.first_observed_at)
-        .where(k.observed == 1, k.messaged == 0, k.changed == 1)
+        .where(k.observed == 1, k.messaged == 0)
         .order_by(k.first_observed_at, k.task_session_id, k.tool_call_id)
     )
 
@@ -199,17 +205,16 @@ def _counted(
     for the indexes that read its sessions (:func:`~kandev_dq.sql.dialect.index_reads`)."""
     ledger = _ledger(bound, with_rows=with_rows, read=read)
     k = ledger.c
-    changed = k.changed == 1
     prepare(conn)  # the digest of a key over the limit (sql/compared.py)
     with index_reads(conn, small=read is not None and read.small):
         counts = conn.execute(
             sa.select(
-                count_when(sa.and_(k.messaged == 1, changed)).label("subagent_messages"),
-                count_when(sa.and_(k.qualifying == 1, changed)).label("qualifying_keys"),
-                count_when(sa.and_(k.qualifying == 1, k.observed == 0, changed)).label("shortfall"),
-                count_when(sa.and_(k.observed == 1, k.messaged == 0, changed)).label("excess"),
-                count_when(sa.and_(k.observed == 1, changed)).label("keys"),
-                sa.func.coalesce(sa.func.sum(sa.case((changed, k.rows), else_=0)), 0).label("rows"),
+                count_when(k.messaged == 1).label("subagent_messages"),
+                count_when(k.qualifying == 1).label("qualifying_keys"),
+                count_when(sa.and_(k.qualifying == 1, k.observed == 0)).label("shortfall"),
+                count_when(sa.and_(k.observed == 1, k.messaged == 0)).label("excess"),
+                count_when(k.observed == 1).label("keys"),
+                sa.func.coalesce(sa.func.sum(k.rows), 0).label("rows"),
                 # As text: PostgreSQL's infinity has no Python datetime (CONTRACT §1 timestamps).
                 sa.cast(sa.func.max(k.last_observed_at), sa.Text).label("latest"),
                 sa.func.coalesce(sa.func.max(k.recent), 0).label("recent"),
@@ -227,11 +232,11 @@ def _ledger(
 ) -> sa.Subquery:
     """One row per ``(task_session_id, tool_call_id)`` key seen at/after ``:since``: whether a
     subagent message has it (``messaged``, the widest set), a qualifying one (``qualifying``,
-    AC-21), a row (``observed``), with what each side shows of it, and whether something of it
-    changed in the window ``read`` (``changed``; always 1 without a window or read in full),
-    and whether a row of it was observed at/after the window's start (``recent``). With a
-    window, only the sessions where something changed are read (for a ``listing``, as a
-    subquery whatever the dialect: see :meth:`WindowRead.in_sessions`)."""
+    AC-21), a row (``observed``), with what each side shows of it, and whether a row of it was
+    observed at/after the window ``read``'s start (``recent``). With a window, only the
+    sessions where something changed, or of an open finding, are read, and every key of them
+    is judged (for a ``listing``, as a subquery whatever the dialect: see
+    :meth:`WindowRead.in_sessions`)."""
     windowed = read is not None and not read.full
     compared = (lambda key: key) if listing else key_token
     stored = (lambda key: key) if listing else stored_key_token
@@ -262,11 +267,6 @@ def _ledger(
         sa.cast(sa.null(), sa.Integer).label("rows"),  # typed: summed even with no row side
         _NULL.label("first_observed_at"),
         _NULL.label("last_observed_at"),
-        (
-            read.changed(sm.c.created_at, sm.c.updated_at, sm.c.task_session_id, listing=listing)
-            if windowed
-            else sa.literal(1)
-        ).label("changed"),
         sa.literal(0).label("recent"),
     )
     sides = [messages]
@@ -288,11 +288,6 @@ def _ledger(
                 sa.literal(1),
                 observed,
                 observed,
-                (
-                    read.changed(r.observed_at, r.updated_at, r.task_session_id, listing=listing)
-                    if windowed
-                    else sa.literal(1)
-                ),
                 (
                     sa.case((at_or_after(r.observed_at, read.start), 1), else_=0)
                     if windowed
@@ -319,7 +314,6 @@ def _ledger(
             sa.func.sum(s.rows).label("rows"),
             sa.func.min(s.first_observed_at).label("first_observed_at"),
             sa.func.max(s.last_observed_at).label("last_observed_at"),
-            sa.func.max(s.changed).label("changed"),
             sa.func.max(s.recent).label("recent"),
         )
         .group_by(s.task_session_id, s.key)

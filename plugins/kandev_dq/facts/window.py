@@ -124,14 +124,6 @@ class WindowRead:
             at_or_after(created_or_observed, self.start), at_or_after(updated, self.start)
         )
 
-    def changed(
-        self, created_or_observed, updated, session, *, listing: bool = False
-    ) -> sa.ColumnElement:
-        """1 for a message or row the window judges: changed in it (:meth:`changed_when`) or
-        of an open finding's ``session``; else 0."""
-        judged = self._or_open(self.changed_when(created_or_observed, updated), session, listing)
-        return sa.case((judged, 1), else_=0)
-
 
 @dataclass(frozen=True)
 class ChangedRows:

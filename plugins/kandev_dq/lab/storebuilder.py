@@ -219,6 +219,38 @@ class StoreBuilder:
             conn.execute(table.insert().values(**values))
         return rid
 
+    def rekey(
+        self, tool_call_id: str, new_tool_call_id: str, at: Stamp, *, of: str = "message"
+    ) -> None:
+        """Rewrite the ``tool_call_id`` of the subagent ``of`` (``"message"`` or ``"row"``)
+        holding it, its ``updated_at`` bumped to ``at``: a change a window sees, whose old key
+        keeps whatever else has it (a fault scenario)."""
+        if of == "message":
+            m = schema.task_session_messages
+            # Every message holding that id as its metadata's key, the document rewritten whole.
+            with self.engine.begin() as conn:
+                found = conn.execute(
+                    sa.select(m.c.id, m.c.metadata).where(m.c.metadata.contains(tool_call_id))
+                ).all()
+                for message_id, text in found:
+                    document = json.loads(text)
+                    if document.get("tool_call_id") != tool_call_id:
+                        continue
+                    document["tool_call_id"] = new_tool_call_id
+                    conn.execute(
+                        m.update()
+                        .where(m.c.id == message_id)
+                        .values(metadata=json.dumps(document), updated_at=self._stamp(at))
+                    )
+            return
+        r = schema.subagents
+        with self.engine.begin() as conn:
+            conn.execute(
+                sa.update(r)
+                .where(r.c.tool_call_id == tool_call_id)
+                .values(tool_call_id=new_tool_call_id, updated_at=self._stamp(at))
+            )
+
     def keys(
         self,
         capture_since: str | None = None,
