@@ -88,6 +88,13 @@ class Served:
         return code, time.monotonic() - sent
 
 
+def loop_args(*stores: str, project: Path, records: object, every: str = "1s") -> list[str]:
+    """``serve``'s arguments for ``stores`` checked with ``project`` and ``records``, live
+    every ``every``."""
+    named = [arg for store in stores for arg in ("--store", store)]
+    return [*named, "--project", str(project), "--records", str(records), "--live-every", every]
+
+
 @contextmanager
 def serving(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
     """``kandev-dq serve ARGS`` on a free port (unless ``args`` or ``env`` name one), until it
@@ -131,6 +138,23 @@ def finished(found: dict) -> set[tuple[str, str]]:
     return {
         (labels["store"], labels["checkpoint"]) for labels, _ in found.get(metrics.LAST_RUN, [])
     }
+
+
+def _live_ended(found: dict, store: str) -> float:
+    return max(
+        (
+            v
+            for s, v in found.get(metrics.LAST_RUN, [])
+            if s == {"store": store, "checkpoint": "live"}
+        ),
+        default=0.0,
+    )
+
+
+def _checked_again(served: Served, store: str, timeout_s: float = 90) -> dict:
+    """The samples once a live run on ``store`` has finished after the ones seen now."""
+    seen = _live_ended(served.found(), store)
+    return served.once(lambda f: _live_ended(f, store) > seen and up(f).get(store) == 1, timeout_s)
 
 
 # --- settings ---------------------------------------------------------------------------------
@@ -287,14 +311,7 @@ def test_sigint_stops_it_too_and_no_run_is_left_half_written(sqlite_target, proj
     records = tmp_path / "records.db"
     with serving(
         tmp_path,
-        "--store",
-        sqlite_target.url,
-        "--project",
-        str(project),
-        "--records",
-        str(records),
-        "--live-every",
-        "1s",
+        *loop_args(sqlite_target.url, project=project, records=str(records)),
     ) as served:
         served.once(lambda f: len(finished(f)) == 2)
         code, took = served.stop(signal.SIGINT)
@@ -315,28 +332,13 @@ def test_a_store_that_is_down_never_holds_the_others(target, project, tmp_path):
     down = [str(tmp_path / "missing.db"), "postgresql://postgres:hunter2@127.0.0.1:9/kandev"]
     with serving(
         tmp_path,
-        *(arg for store in (*down, target.url) for arg in ("--store", store)),
-        "--project",
-        str(project),
-        "--records",
-        str(tmp_path / "records.db"),
-        "--live-every",
-        "1s",
+        *loop_args(*down, target.url, project=project, records=tmp_path / "records.db"),
     ) as served:
         healthy = store_ref(target.url).shown
         found = served.once(lambda f: (healthy, "live") in finished(f) and len(up(f)) == 3)
         assert up(found) == {store_ref(down[0]).shown: 0, store_ref(down[1]).shown: 0, healthy: 1}
         assert "hunter2" not in served.get("/metrics")[2]
-        ended = [
-            v for s, v in found[metrics.LAST_RUN] if s == {"store": healthy, "checkpoint": "live"}
-        ]
-        served.once(
-            lambda f: any(
-                v > ended[0]
-                for s, v in f[metrics.LAST_RUN]
-                if s == {"store": healthy, "checkpoint": "live"}
-            )
-        )
+        _checked_again(served, healthy)
         assert served.stop()[0] == 0
     log = served.log.read_text()
     assert "hunter2" not in log and "Traceback" not in log
@@ -355,33 +357,20 @@ def test_a_store_past_its_time_limit_counts_as_down_and_the_next_is_checked(
         pg_target.engine.connect() as holder,
         serving(
             tmp_path,
-            "--store",
-            pg_target.url,
-            "--store",
-            sqlite_target.url,
-            "--project",
-            str(project),
-            "--records",
-            str(tmp_path / "records.db"),
-            "--live-every",
-            "1s",
+            *loop_args(
+                pg_target.url,
+                sqlite_target.url,
+                project=project,
+                records=str(tmp_path / "records.db"),
+            ),
             "--time-limit",
             "4s",
         ) as served,
     ):
         served.once(lambda f: finished(f) >= {(slow, "live"), (quick, "live")})
         holder.execute(sa.text("LOCK TABLE task_session_messages IN ACCESS EXCLUSIVE MODE"))
-        found = served.once(lambda f: up(f).get(slow) == 0, timeout_s=60)
-        quick_ended = [
-            v for s, v in found[metrics.LAST_RUN] if s == {"store": quick, "checkpoint": "live"}
-        ]
-        served.once(
-            lambda f: any(
-                v > quick_ended[0]
-                for s, v in f[metrics.LAST_RUN]
-                if s == {"store": quick, "checkpoint": "live"}
-            )
-        )
+        served.once(lambda f: up(f).get(slow) == 0, timeout_s=60)
+        _checked_again(served, quick)
         assert "ran past the time limit" in served.log.read_text()
         holder.rollback()  # the lock goes
         served.once(lambda f: up(f).get(slow) == 1, timeout_s=60)
@@ -389,23 +378,6 @@ def test_a_store_past_its_time_limit_counts_as_down_and_the_next_is_checked(
 
 
 # --- faults ----------------------------------------------------------------------------------
-
-
-def _live_ended(found: dict, store: str) -> float:
-    return max(
-        (
-            v
-            for s, v in found.get(metrics.LAST_RUN, [])
-            if s == {"store": store, "checkpoint": "live"}
-        ),
-        default=0.0,
-    )
-
-
-def _checked_again(served: Served, store: str, timeout_s: float = 90) -> dict:
-    """The samples once a live run on ``store`` has finished after the ones seen now."""
-    seen = _live_ended(served.found(), store)
-    return served.once(lambda f: _live_ended(f, store) > seen and up(f).get(store) == 1, timeout_s)
 
 
 def test_a_postgresql_store_restarted_goes_down_then_up_without_a_crash(project, tmp_path):
@@ -416,14 +388,9 @@ def test_a_postgresql_store_restarted_goes_down_then_up_without_a_crash(project,
         shown = store_ref(pair.primary).shown
         with serving(
             tmp_path,
-            "--store",
-            pair.primary,
-            "--project",
-            str(project),
-            "--records",
-            str(tmp_path / "records.db"),
-            "--live-every",
-            "1s",
+            *loop_args(
+                pair.primary, project=project, records=str(tmp_path / "records.db"), every="1s"
+            ),
         ) as served:
             served.once(lambda f: (shown, "live") in finished(f))
             pair.primary_ctl("stop")
@@ -445,14 +412,9 @@ def test_a_sqlite_file_replaced_is_read_anew(sqlite_target, project, tmp_path):
     shown = store_ref(sqlite_target.url).shown
     with serving(
         tmp_path,
-        "--store",
-        sqlite_target.url,
-        "--project",
-        str(project),
-        "--records",
-        str(tmp_path / "records.db"),
-        "--live-every",
-        "1s",
+        *loop_args(
+            sqlite_target.url, project=project, records=str(tmp_path / "records.db"), every="1s"
+        ),
     ) as served:
         found = served.once(lambda f: (shown, "live") in finished(f))
         assert value_of(found, SHORTFALL, shown) == 1
@@ -482,14 +444,7 @@ def test_a_records_database_unreachable_for_a_cycle_reads_as_down_then_recovers(
     shown = store_ref(target.url).shown
     with serving(
         tmp_path,
-        "--store",
-        target.url,
-        "--project",
-        str(project),
-        "--records",
-        str(folder / "records.db"),
-        "--live-every",
-        "1s",
+        *loop_args(target.url, project=project, records=str(folder / "records.db")),
     ) as served:
         served.once(lambda f: (shown, "live") in finished(f))
         folder.rename(tmp_path / "records-away")
@@ -511,9 +466,9 @@ def test_sigterm_during_a_cycle_exits_in_time_and_leaves_no_finished_half_run(
     materialise("healthy_baseline", pg_target.url)
     records = tmp_path / "records.db"
     shown = store_ref(pg_target.url).shown
-    args = ("--store", pg_target.url, "--project", str(project), "--records", str(records))
+    args = loop_args(pg_target.url, project=project, records=records)
     with pg_target.engine.connect() as holder:
-        with serving(tmp_path, *args, "--live-every", "1s") as served:
+        with serving(tmp_path, *args) as served:
             served.once(lambda f: (shown, "live") in finished(f))
             holder.execute(sa.text("LOCK TABLE task_session_messages IN ACCESS EXCLUSIVE MODE"))
             time.sleep(3)  # the next cycle is waiting on the lock
@@ -524,7 +479,7 @@ def test_sigterm_during_a_cycle_exits_in_time_and_leaves_no_finished_half_run(
         assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
         verdicts = conn.execute(sa.text(f"SELECT finished, success FROM {RUNS} ORDER BY id")).all()
     assert all(success is None for finished_, success in verdicts if not finished_)
-    with serving(tmp_path, *args, "--live-every", "1s") as again:
+    with serving(tmp_path, *args) as again:
         _checked_again(again, shown)
         assert again.stop()[0] == 0
 
@@ -544,16 +499,13 @@ def test_prometheus_scrapes_serve_fires_only_the_expected_alerts_and_sees_the_re
     stopped, healthy = store_ref(target.url).shown, store_ref(another_target.url).shown
     with serving(
         tmp_path,
-        "--store",
-        target.url,
-        "--store",
-        another_target.url,
-        "--project",
-        str(project),
-        "--records",
-        str(tmp_path / "records.db"),
-        "--live-every",
-        "2s",
+        *loop_args(
+            target.url,
+            another_target.url,
+            project=project,
+            records=str(tmp_path / "records.db"),
+            every="2s",
+        ),
     ) as served:
         with prometheus(f"127.0.0.1:{served.port}", tmp_path / "prometheus") as server:
             ups = server.eventually(

@@ -109,7 +109,8 @@ class ServeSettings:
     time_limit: float
     allow_project_code: bool = False
     #: Where a cycle's refusals and the loop's events are logged, one line each.
-    log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    #: Store names in them are escaped as every output escapes them.
+    log: Callable[[str], None] = field(default=lambda line: print(one_line(line), file=sys.stderr))
 
 
 def serve_settings(
