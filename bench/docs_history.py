@@ -41,7 +41,7 @@ def copy_tables(source: sa.Engine, target: sa.Engine) -> None:
     """Every row of every records table of ``source`` into the same (empty) tables of
     ``target``, of either dialect (serial ids left to ``target``, whose sequences then
     stay right)."""
-    from kandev_dq.run import records as rec
+    from kandev_dq import records as rec
 
     with source.connect() as read, target.begin() as write:
         for table in rec.metadata.sorted_tables:
@@ -54,7 +54,7 @@ def copy_tables(source: sa.Engine, target: sa.Engine) -> None:
 def seed_earlier_runs(engine: sa.Engine, earlier_runs: int) -> None:
     """Add ``earlier_runs`` copies of the one recorded run (its validation results and its
     register record), each a minute before the last: rows copied, nothing checked."""
-    from kandev_dq.run import records as rec
+    from kandev_dq import records as rec
 
     with engine.begin() as conn:
         results = conn.execute(sa.select(rec.results)).mappings().all()
@@ -118,8 +118,8 @@ def one_checked_run(work: Path, checkpoint: str) -> tuple[Path, Path, Path, Path
     """A fresh ``work`` folder with a sample store, a project, and a SQLite records database
     holding one real run of ``checkpoint`` (an unknown one fails, naming the known): the
     run every seeded one copies. (work, store, project, records)."""
+    from kandev_dq.project.files import build_project
     from kandev_dq.run.check import run_check
-    from kandev_dq.run.project import build_project
 
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -131,9 +131,9 @@ def one_checked_run(work: Path, checkpoint: str) -> tuple[Path, Path, Path, Path
 
 
 def _build_seconds(project: Path, records_file: Path, run_keys: list) -> float:
-    from kandev_dq.run.project import load_context
-    from kandev_dq.run.records import Records
-    from kandev_dq.run.results_store import attach_records
+    from kandev_dq.gx.context import load_context
+    from kandev_dq.gx.results_store import attach_records
+    from kandev_dq.records import Records
 
     with Records(str(records_file)) as records:
         context = load_context(project)
@@ -154,7 +154,7 @@ def measure(work: Path, lengths: list[int], repeat: int) -> dict:
     )
     engine = sa.create_engine(f"sqlite:///{template_records}")
     with engine.connect() as conn:
-        from kandev_dq.run.records import results
+        from kandev_dq.records import results
 
         keys = [
             ValidationResultIdentifier.from_tuple(tuple(json.loads(k)))

@@ -46,7 +46,7 @@ def _check_seconds(project: Path, store: Path, checkpoint: str, records: str) ->
 
 def measure(work: Path, lengths: list[int], repeat: int, checkpoint: str, dialects) -> dict:
     """Median seconds of a whole check run by records dialect and history length."""
-    from kandev_dq.run.records import Records
+    from kandev_dq.records import Records
 
     work, store, template_project, template_records = one_checked_run(
         Path(work) / "history-growth", checkpoint

@@ -1,6 +1,6 @@
 """``python -m bench --huge-value SCALE``: peak RSS of ``check --checkpoint pre_release`` with
 one 50 MB subagent description, in its message alone and in its message and backfilled row,
-and with one 50 MB ``tool_call_id`` in a message.
+and with one 50 MB value in one column of each family a check reads (:data:`COLUMN_CASES`).
 
 For each dialect:
 
@@ -11,8 +11,9 @@ For each dialect:
 3. the row the backfill writes from that message, inserted by the backfill's own statement
    restricted to it (:func:`add_backfilled_row`): the *message and row* case, the store a
    backfill that ran after the message was written leaves (or a hostile store);
-   the *key in message* case, a copy of the store of step 1 with one subagent message whose
-   ``tool_call_id`` is :data:`HUGE_VALUE_CHARS` characters (:func:`add_huge_key`);
+   each of :data:`COLUMN_CASES`, a copy of the store of step 1 with one value of
+   :data:`HUGE_VALUE_CHARS` characters in one column of a message or a row
+   (:func:`plant_huge_value`; on PostgreSQL only where it can be stored);
 4. ``--repeat`` rounds of: GX's import + context as a process, then ``check --checkpoint
    pre_release`` as a process on each case (a copy of the store is kept after step 2).
 
@@ -35,14 +36,30 @@ from bench.report import RSS_OVER_GX_MB, RSS_PER_HUGE_VALUE
 from bench.stores import Copy, Stores
 from kandev_dq.contract import tables as schema
 from kandev_dq.lab import sample
-from kandev_dq.lab.storebuilder import T0, StoreBuilder
+from kandev_dq.lab.storebuilder import T0, StoreBuilder, subagent_metadata
 from kandev_dq.sql.mapping import BACKFILL_COLUMNS, backfill_select
 
 #: The largest single value of the hostile-store rows: one subagent description.
 HUGE_VALUE_CHARS = 50_000_000
 LIVE_PER_UNIT = 10
+#: One case per family of columns a check reads (see :data:`MESSAGE_COLUMNS`): where the
+#: huge value is planted, alone, in a copy of the migrated store.
+COLUMN_CASES = {
+    "key in message": ("message", "metadata.tool_call_id"),
+    "metadata not JSON": ("message", "metadata"),
+    "message id": ("message", "id"),
+    "message session": ("message", "task_session_id"),
+    "message created_at": ("message", "created_at"),
+    "row id": ("row", "id"),
+    "row session": ("row", "task_session_id"),
+    "row key": ("row", "tool_call_id"),
+    "row execution id": ("row", "agent_execution_id"),
+    "row source": ("row", "source"),
+    "row status": ("row", "tool_status"),
+    "row observed_at": ("row", "observed_at"),
+}
 #: The cases, in the order they are built and shown.
-CASES = ("message", "message and row", "key in message")
+CASES = ("message", "message and row", *COLUMN_CASES)
 
 
 def _say(message: str) -> None:
@@ -67,19 +84,6 @@ def add_huge_description(store: Copy) -> str:
         engine.dispose()
 
 
-def add_huge_key(store: Copy) -> None:
-    """One subagent message (in a session of its own, before the backfill's mark, so that
-    coverage, the reconciliation and no row compare it) whose ``tool_call_id`` is huge: keys
-    are grouped and joined, and must be compared without being carried whole."""
-    engine = store.engine()
-    try:
-        build = StoreBuilder(engine)
-        session = build.session(task_id="bench-huge-key")
-        build.subagent_message(session, T0, "k" * HUGE_VALUE_CHARS, status="completed")
-    finally:
-        engine.dispose()
-
-
 def add_backfilled_row(store: Copy, message_id: str) -> None:
     """The ``task_session_subagents`` row the backfill writes from ``message_id``: the
     migration's own mapping (:func:`kandev_dq.sql.mapping.backfill_select`) restricted to it."""
@@ -97,13 +101,85 @@ def add_backfilled_row(store: Copy, message_id: str) -> None:
         raise RuntimeError(f"the backfill maps {inserted} rows from the huge message, not one")
 
 
+#: Each column of the messages and the subagent rows a check reads, for one huge value.
+#: ``message``: a subagent message before the backfill's mark with no row (coverage, the
+#: reconciliation's expected rows and the rules read it); ``row``: a live subagent row matching
+#: no message (the row rules and writer health read it). ``metadata.F``: field F of the
+#: message's metadata; ``metadata``: the whole document, not JSON.
+MESSAGE_COLUMNS = (
+    "id",
+    "task_session_id",
+    "turn_id",
+    "task_id",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "metadata.tool_call_id",
+    "metadata.parent_tool_call_id",
+    "metadata.description",
+)
+#: Every column of the subagent rows but the integers (flags and metrics, which hold no text).
+ROW_COLUMNS = tuple(c.name for c in schema.subagents.columns if not isinstance(c.type, sa.Integer))
+#: PostgreSQL cannot hold a huge value here: a btree index entry is at most 2704 bytes (the
+#: primary keys, the indexes of CONTRACT §1), and a TIMESTAMP column holds no text.
+POSTGRES_CANNOT_HOLD = {
+    ("message", "id"),
+    ("message", "task_session_id"),
+    ("message", "turn_id"),
+    ("message", "created_at"),
+    ("message", "updated_at"),
+    *(("row", c) for c in (*schema.AMENDED_UNIQUE, "id", "task_id", "turn_id")),
+    *(("row", c) for c in ("observed_at", "settled_at", "updated_at")),
+}
+
+
+def plant_huge_value(engine: sa.Engine, table: str, column: str, value: str) -> None:
+    """``value`` in ``column`` of one subagent message or row (see :data:`MESSAGE_COLUMNS`),
+    with a huge ``task_session_id`` or ``turn_id`` in the session or turn it names too."""
+    build = StoreBuilder(engine)
+    session = build.session(task_id="bench-huge")
+    parents = {
+        "task_session_id": schema.task_sessions.insert().values(
+            id=value, task_id="bench-huge", started_at=T0, updated_at=T0
+        ),
+        "turn_id": schema.task_session_turns.insert().values(
+            id=value, task_session_id=session, task_id="bench-huge"
+        ),
+    }
+    if column in parents and (table, column) != ("row", "turn_id"):  # the row's names no turn
+        with engine.begin() as conn:
+            conn.execute(parents[column])
+    if table == "row":
+        key = value if column == "tool_call_id" else "bench-huge-row"
+        row_id = build.subagent_row(session, key, datetime.now(UTC))
+        where = schema.subagents.c.id == row_id
+        planted = schema.subagents.update().where(where)
+    else:
+        field = column.removeprefix("metadata.")
+        metadata = subagent_metadata(
+            value if field == "tool_call_id" else "bench-huge",
+            **({field: value} if field == "description" else {}),
+        )
+        if field == "parent_tool_call_id":
+            metadata[field] = value
+        if column == "metadata":
+            metadata = value
+        message_id = build.message(session, T0, metadata=metadata)
+        m = schema.task_session_messages
+        planted = m.update().where(m.c.id == message_id)
+    if column != "tool_call_id" and not column.startswith("metadata"):
+        with engine.begin() as conn:
+            conn.execute(planted.values({column: value}))
+
+
 def bound(baseline_mb: float, value_mb: float) -> float:
     return baseline_mb + RSS_OVER_GX_MB + RSS_PER_HUGE_VALUE * value_mb
 
 
 def prepare(stores: Stores, dialect: str, scale: int) -> dict[str, Copy]:
-    """A migrated store with live traffic and the huge message, and a copy of it with the
-    message's backfilled row too."""
+    """A migrated store with live traffic and the huge message, a copy of it with the
+    message's backfilled row too, and a copy of the store before the message for each of
+    :data:`COLUMN_CASES` it can hold, with its huge value."""
     _say(f"{dialect}: generating scale {scale}")
     store, _ = stores.generate(dialect, scale)
     _, migration = measure.kandev_migrate(store)
@@ -115,15 +191,24 @@ def prepare(stores: Stores, dialect: str, scale: int) -> dict[str, Copy]:
         sample.append_live_traffic(engine, count=live, seed=1, until=datetime.now(UTC))
     finally:
         engine.dispose()
-    keyed = stores.copy(store, "huge_key")
-    _say(f"{dialect}: one {HUGE_VALUE_CHARS // 1_000_000} MB description, and key")
+    cases: dict[str, Copy] = {}
+    for n, (case, (table, column)) in enumerate(COLUMN_CASES.items()):
+        if dialect == "postgresql" and (table, column) in POSTGRES_CANNOT_HOLD:
+            continue
+        _say(f"{dialect}: one {HUGE_VALUE_CHARS // 1_000_000} MB {table} {column}")
+        planted = cases[case] = stores.copy(store, f"huge_column_{n}")
+        engine = planted.engine()
+        try:
+            plant_huge_value(engine, table, column, "v" * HUGE_VALUE_CHARS)
+        finally:
+            engine.dispose()
+        stores.analyze(planted)
+    _say(f"{dialect}: one {HUGE_VALUE_CHARS // 1_000_000} MB description")
     message_id = add_huge_description(store)
     stores.analyze(store)
     with_row = stores.copy(store, "huge_row")
     add_backfilled_row(with_row, message_id)
-    add_huge_key(keyed)
-    stores.analyze(keyed)
-    return {"message": store, "message and row": with_row, "key in message": keyed}
+    return {"message": store, "message and row": with_row, **cases}
 
 
 def measure_huge(
@@ -144,7 +229,7 @@ def measure_huge(
             _say(f"{dialect}: round {round_ + 1}/{repeat}")
             fresh = measure.fresh_project(project, work / "baseline")
             found["baseline_rss"].append(measure.gx_baseline(fresh).peak_rss_mb)
-            for case in CASES:
+            for case in (case for case in CASES if case in cases):
                 fresh = measure.fresh_project(project, work / "check")
                 run = measure.check_process(cases[case], fresh, "pre_release")
                 found["rss"][case].append(run.peak_rss_mb)
@@ -167,8 +252,10 @@ def render(info: dict, results: list[dict[str, Any]]) -> str:
         "",
         "`check --checkpoint pre_release` as a whole process, on a migrated store with one "
         "subagent description of ASCII text in a message (*message*), and in that message and "
-        "the row the backfill writes from it (*message and row*), and with one subagent "
-        "message whose `tool_call_id` is as long (*key in message*). Bound: GX import + context + "
+        "the row the backfill writes from it (*message and row*), and with a value as long "
+        "in one column of a subagent message or row (the other cases: *key in message* is its "
+        "metadata's `tool_call_id`, *metadata not JSON* the whole document, *row status* "
+        "`tool_status`). Bound: GX import + context + "
         f"{RSS_OVER_GX_MB} MB + {RSS_PER_HUGE_VALUE}× the value. Margin: the bound less the "
         "peak.",
         "",
@@ -179,7 +266,7 @@ def render(info: dict, results: list[dict[str, Any]]) -> str:
     for r in results:
         base = _median(r["baseline_rss"])
         limit = bound(base, r["value_mb"])
-        for case in CASES:
+        for case in (case for case in CASES if r["rss"][case]):
             peak = _median(r["rss"][case])
             runs = ", ".join(f"{v:.0f}" for v in r["rss"][case])
             lines.append(

@@ -54,8 +54,8 @@ from bench import measure
 from bench.stores import Copy, Stores
 from kandev_dq.contract import tables as schema
 from kandev_dq.lab import sample
-from kandev_dq.run.records.tables import metadata as records_tables
-from kandev_dq.run.settings import live_settings
+from kandev_dq.project.settings import live_settings
+from kandev_dq.records.tables import metadata as records_tables
 
 NEW_MESSAGES = 1_000
 #: The targets: the large store's live run against the small store's.
@@ -125,8 +125,8 @@ def _open_sessions(project: Path) -> tuple[str | None, ...]:
     """The sessions the stored live results of ``project`` carry as open findings."""
     import json
 
-    from kandev_dq.expectations.base import OPEN_SESSIONS
-    from kandev_dq.run.records import Records, records_url, results
+    from kandev_dq.contract.rule_index import OPEN_SESSIONS
+    from kandev_dq.records import Records, records_url, results
 
     found: dict[str | None, None] = {}
     with Records(records_url(project)) as records, records.engine.connect() as conn:

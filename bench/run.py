@@ -53,7 +53,7 @@ from bench import huge_value, measure, report
 from bench.stores import Stores, postgres_server
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab import sample
-from kandev_dq.run.project import build_project
+from kandev_dq.project.files import build_project
 from kandev_dq.store import sqlite_driver
 
 CHECKPOINTS = ("pre_release", "nightly")
@@ -117,8 +117,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         metavar="SCALE",
         help="only the peak RSS of check pre_release with one 50 MB description, in its message "
-        "and in its message and backfilled row, on a store of SCALE units (the bench's step 5 "
-        "with repeats); writes bench/huge-value.md unless --out is given",
+        "and in its message and backfilled row, and with one 50 MB value in a column of each "
+        "family a check reads, on a store of SCALE units (the bench's step 5 with repeats); "
+        "writes bench/huge-value.md unless --out is given",
     )
     parser.add_argument(
         "--serve",

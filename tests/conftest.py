@@ -101,7 +101,7 @@ def _sqlite_target(tmp_path) -> StoreTarget:
 @pytest.fixture(scope="session")
 def built_project(tmp_path_factory):
     """The GX project as the code defines it (suites, checkpoints), built once per worker."""
-    from kandev_dq.run.project import build_project
+    from kandev_dq.project.files import build_project
 
     return build_project(tmp_path_factory.mktemp("gx") / "project")
 

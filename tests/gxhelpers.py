@@ -33,7 +33,7 @@ def result(report: CheckReport, expectation: str) -> RuleResult:
 
 def suite_types(suite: str) -> set[str]:
     """The expectation types of one suite, as the code builds it."""
-    from kandev_dq.run.project import SUITES
+    from kandev_dq.gx.context import SUITES
 
     return {e.expectation_type for e in SUITES[suite]()}
 
@@ -68,9 +68,10 @@ def build_project_through_gx(root: Path) -> Path:
     from great_expectations.checkpoint import UpdateDataDocsAction
 
     from kandev_dq.contract import tables as schema
-    from kandev_dq.run import project as p
+    from kandev_dq.gx import context as gx_context
+    from kandev_dq.project import files as p
 
-    p.quiet_gx()
+    gx_context.quiet_gx()
     root.mkdir(parents=True)
     (root / p.PROJECT_FILE).write_text(p._YML, encoding="utf-8")
     with tempfile.TemporaryDirectory() as scratch:
@@ -81,7 +82,7 @@ def build_project_through_gx(root: Path) -> Path:
             schema.create_base_tables(conn)
             schema.create_subagents_table(conn, amended=True)
         engine.dispose()
-        context = p._file_context(gx, root, f"sqlite:///{probe}")
+        context = gx_context._file_context(gx, root, f"sqlite:///{probe}")
         source = context.data_sources.add_sql(
             p.DATASOURCE, connection_string="${" + p.URL_VARIABLE + "}"
         )
@@ -92,7 +93,7 @@ def build_project_through_gx(root: Path) -> Path:
             for table in dict.fromkeys(p.SUITE_ASSETS.values())
         }
         definitions = {}
-        for name, build in p.SUITES.items():
+        for name, build in gx_context.SUITES.items():
             suite = context.suites.add(gx.ExpectationSuite(name=name))
             for expectation in build():
                 suite.add_expectation(expectation)

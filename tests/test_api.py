@@ -25,6 +25,7 @@ BASELINE = "expect_write_once_baseline_to_predate_this_run"
 PER_RUN = {
     *("run_name", "run_time", "duration_s", "suite_seconds", "baseline_taken_at", "baseline_run"),
     *("records", "docs_index", "finished_at"),
+    "explain_options",  # names the run's own project and records database
 }
 
 

@@ -5,6 +5,10 @@ lazy import is still a dependency). A module may import its own package, or a pa
 lower layer; packages on one layer are peers and do not import each other. Only the CLI, the
 composition root, imports ``lab/``. Inside the CLI package, the modules holding commands are
 peers: only its ``__init__`` (the app) imports them, and they share ``output`` and ``options``.
+
+The GX seam: only ``gx/``, ``expectations/`` and ``report/`` import GX; below them (the project,
+the records database and everything lower) nothing reaches GX, even through another module,
+and in ``run/`` only the check run does. No two modules share a file name.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("store",),
     ("migration", "facts"),
     ("verdicts",),
+    ("project",),
+    ("records",),
     ("expectations",),
+    ("gx",),
     ("run",),
     ("report",),
     ("lab",),
@@ -277,3 +284,132 @@ def test_only_sql_store_migration_and_lab_test_the_dialects_name():
 )
 def test_the_dialect_check_catches_a_test_of_the_name(source, expected):
     assert dialect_tests(source) == expected
+
+
+# --- the GX seam -------------------------------------------------------------------------------
+
+#: The units whose modules import GX itself.
+GX_UNITS = ("gx", "expectations", "report")
+#: The units that may reach GX through the modules they import: the seam's users above it, each
+#: importing the GX-loading modules inside the functions that need them.
+GX_USERS = ("lab", "api", "exporter", "cli", "")
+#: The one module of ``run/`` that reaches GX: one check run drives a GX checkpoint. The rest of
+#: ``run/`` (explain, the inputs checked before GX loads, progress) runs without it.
+GX_RUN = ("kandev_dq.run.check",)
+
+
+def imports_gx(path: Path) -> bool:
+    """``path`` imports ``great_expectations`` itself (lazily too)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name.split(".")[0] == "great_expectations" for name in names):
+            return True
+    return False
+
+
+def reaching_gx(edges: dict[str, set[str]], direct: set[str]) -> set[str]:
+    """Every module importing GX, itself or through the kandev-dq modules it imports."""
+    reached = set(direct)
+    changed = True
+    while changed:
+        changed = False
+        for source, targets in edges.items():
+            if source not in reached and targets & reached:
+                reached.add(source)
+                changed = True
+    return reached
+
+
+def outside_the_gx_seam(edges: dict[str, set[str]], direct: set[str]) -> list[str]:
+    """Modules that import GX outside its units, or reach it from a unit that must not."""
+    own = [m for m in direct if unit_of(m) not in GX_UNITS]
+    reached = [
+        m
+        for m in reaching_gx(edges, direct)
+        if unit_of(m) not in (*GX_UNITS, *GX_USERS) and m not in GX_RUN
+    ]
+    return sorted({*own, *reached})
+
+
+def gx_importers() -> set[str]:
+    return {module_name(p) for p in sorted(PACKAGE.rglob("*.py")) if imports_gx(p)}
+
+
+def test_only_the_gx_seam_imports_gx():
+    direct = gx_importers()
+    assert {unit_of(m) for m in direct} == set(GX_UNITS)
+    assert outside_the_gx_seam(graph(), direct) == []
+
+
+@pytest.mark.parametrize(
+    "edges, direct, expected",
+    [
+        # A records module importing GX itself.
+        ({"kandev_dq.records.x": set()}, {"kandev_dq.records.x"}, 1),
+        # A project module reaching GX through an expectation class.
+        (
+            {"kandev_dq.project.x": {"kandev_dq.expectations.base"}},
+            {"kandev_dq.expectations.base"},
+            1,
+        ),
+        # A GX-free module of run/ reaching it through the records, which reach the seam.
+        (
+            {
+                "kandev_dq.run.explain": {"kandev_dq.records.x"},
+                "kandev_dq.records.x": {"kandev_dq.gx.adapter"},
+            },
+            {"kandev_dq.gx.adapter"},
+            2,
+        ),
+        ({"kandev_dq.run.check": {"kandev_dq.gx.adapter"}}, {"kandev_dq.gx.adapter"}, 0),
+        ({"kandev_dq.cli.checking": {"kandev_dq.run.check"}}, {"kandev_dq.gx.adapter"}, 0),
+    ],
+)
+def test_the_gx_seam_check_catches_a_module_reaching_gx(edges, direct, expected):
+    assert len(outside_the_gx_seam(edges, direct)) == expected
+
+
+#: The packages of a run's roles, one module per role: no module name repeats across them (a
+#: register or a ledger is one module, found by its name). The rule families' modules of
+#: ``facts/``, ``verdicts/`` and ``expectations/`` share names on purpose, one per family.
+ROLE_UNITS = ("project", "records", "gx", "run")
+
+
+def repeated_names(modules: list[str]) -> dict[str, list[str]]:
+    names: dict[str, list[str]] = {}
+    for module in modules:
+        if unit_of(module) in ROLE_UNITS and module.count(".") > 1:
+            names.setdefault(module.rsplit(".", 1)[1], []).append(module)
+    return {name: found for name, found in names.items() if len(found) > 1}
+
+
+def test_no_two_role_modules_share_a_name():
+    assert repeated_names(sorted(graph())) == {}
+
+
+def test_the_name_check_catches_a_repeated_name():
+    modules = ["kandev_dq.run.register", "kandev_dq.records.register", "kandev_dq.records"]
+    assert repeated_names(modules) == {"register": modules[:2]}
+    assert repeated_names(["kandev_dq.facts.rows", "kandev_dq.verdicts.rows"]) == {}
+
+
+def test_run_keeps_the_orchestration_only():
+    """``run/`` is orchestration: at most 12 modules, no subpackage."""
+    run = PACKAGE / "run"
+    assert [p for p in run.iterdir() if p.is_dir() and (p / "__init__.py").is_file()] == []
+    assert len([p for p in run.glob("*.py") if p.name != "__init__.py"]) <= 12
+
+
+def test_each_package_says_what_it_owns_and_may_import():
+    """Each package's ``__init__`` docstring names what it owns and what it may import."""
+    silent = []
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        if "may import" not in doc.lower():
+            silent.append(module_name(init))
+    assert silent == []

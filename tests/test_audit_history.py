@@ -10,19 +10,18 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from sqlalchemy.engine import make_url
 
 from kandev_dq.contract.instants import BACKFILL_THROUGH
-from kandev_dq.errors import KandevDqError
+from kandev_dq.errors import KandevDqError, StoreError
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.project import files as project_module
+from kandev_dq.records import register as runs
 from kandev_dq.report.audit import MARKER, run_audit
 from kandev_dq.report.history import history, render
-from kandev_dq.run import checkpoint as runs
-from kandev_dq.run import project as project_module
 from kandev_dq.run.check import run_check
-from kandev_dq.run.ledger import store_identity
 from kandev_dq.run.progress import PlainProgress, RichProgress
 from kandev_dq.store import sqlite_driver
+from kandev_dq.store.reference import store_ref
 from tests.test_check_cli import CHECK_JSON_KEYS, kandev_dq
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
@@ -69,6 +68,34 @@ def test_audit_folder_is_self_contained(target, project, tmp_path):
     with pytest.raises(KandevDqError, match="not a kandev-dq audit folder"):
         run_audit(project, target.url, busy)
     assert sorted(p.name for p in busy.iterdir()) == ["notes.txt"]
+
+
+def test_one_store_per_page_in_the_audit_and_the_overview(
+    target, another_target, project, tmp_path
+):
+    """Two stores share a project: an audit of one holds its results alone (no page, link or
+    name of the other), and the overview's "Checkpoint runs" lists only the latest run's store,
+    as its timeline does; the project's index lists both stores' results."""
+    import html
+
+    _healthy(target)
+    _healthy(another_target)
+    run_check(project, another_target.url, "nightly")
+    other = html.escape(store_ref(another_target.url).shown, quote=True)
+    done = run_audit(project, target.url, tmp_path / "audit")
+    mine = runs.parse_run_name(done.report.run_name)[1]
+
+    site = tmp_path / "audit" / "data_docs"
+    pages = list((site / "validations").rglob("*.html"))
+    assert pages  # the audit's own run is there
+    named = {p.relative_to(site / "validations").parts[1] for p in pages}
+    assert {runs.parse_run_name(name)[1] for name in named} == {mine}, named
+    assert _files_containing(site, other) == []
+    assert _files_containing(site, another_target.url) == []
+    local = project / "uncommitted" / "data_docs" / "local_site"
+    overview = (local / "overview.html").read_text(encoding="utf-8")
+    assert html.escape(done.report.store, quote=True) in overview and other not in overview
+    assert "nightly@" in (local / "index.html").read_text(encoding="utf-8")
 
 
 def test_audit_command_exits_like_check(sqlite_target, project, tmp_path):
@@ -133,19 +160,26 @@ def test_history_lists_only_the_asked_store(sqlite_target, project, tmp_path):
     assert listed["store"] == f"sqlite:///{Path(sqlite_target.url).resolve()}"
     assert [r["checkpoint"] for r in listed["runs"]] == ["nightly"]
     assert set(listed["runs"][0]["failures"]) == {"error", "warning", "info"}
-    nothing = history(project, str(tmp_path / "never-checked.db"))
+    never = tmp_path / "never-checked.db"
+    with pytest.raises(StoreError, match="does not exist"):  # no identity: never a new store
+        history(project, str(never))
+    StoreBuilder(sqlite_driver.create_engine(f"sqlite:///{never}")).create().engine.dispose()
+    nothing = history(project, str(never))
     assert nothing.runs == [] and "no recorded" in render(nothing)[0]
 
 
 def test_run_names_are_safe_and_carry_no_credentials():
+    """Run names are made of a store's records key (its identity, or the user's name, which
+    may hold anything); the name records of an older version were keyed by holds no
+    credentials either."""
     url = "postgresql://kandev:s3cret@db.internal:5432/kandev?password=s3cret&options=-csx"
-    identity = store_identity(make_url(url))
-    assert PASSWORD not in identity and "password" not in identity
-    name = runs.run_name("pre_release", identity)
-    assert PASSWORD not in name and "password" not in name
-    assert all(c.isalnum() or c in "._-@" for c in name)
-    assert runs.parse_run_name(name) == ("pre_release", runs.store_tag(identity))
-    assert identity == store_identity(make_url(url.replace("s3cret", "other")))
+    spelled = store_ref(url).spelled_name
+    assert PASSWORD not in spelled and "password" not in spelled
+    assert spelled == store_ref(url.replace("s3cret", "other")).spelled_name
+    for identity in ("postgresql:7715956345377290409/kandev/s", "sqlite:2049:1234", "a <b> 'c'/d"):
+        name = runs.run_name("pre_release", identity)
+        assert all(c.isalnum() or c in "._-@" for c in name)
+        assert runs.parse_run_name(name) == ("pre_release", runs.store_tag(identity))
     assert runs.store_tag("sqlite:/a/b.db") != runs.store_tag("sqlite:/a-b.db")
     assert len(runs.run_name("nightly", "sqlite:/" + "x" * 500)) < 120
     assert runs.parse_run_name(None) is None and runs.parse_run_name("manual") is None

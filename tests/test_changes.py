@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import BACKFILL_THROUGH
 from kandev_dq.contract.tables import kandev_meta
-from kandev_dq.run.changes import changes_since, notifies
+from kandev_dq.records.changes import changes_since, notifies
+from kandev_dq.records.results import RuleResult
 from kandev_dq.run.check import run_check
-from kandev_dq.run.results import RuleResult
 from tests.test_notifications import configure, failing, receiver  # noqa: F401 - fixture
 
 T1, T2, T3 = (f"2026-12-0{day}T02:30:00.000000Z" for day in (1, 2, 3))
@@ -118,8 +118,8 @@ def test_a_rule_live_runs_is_compared_with_the_last_run_on_the_store_that_judged
     gone; nightly at T3 compares the shortfall with live's verdict (new again) and the rule
     only nightly runs with its own last run (failing since T1); a live run after it compares
     the shortfall with nightly's (failing since T3, not new); another store is never read."""
-    from kandev_dq.run.changes import previous_state
-    from kandev_dq.run.records import Records
+    from kandev_dq.records import Records
+    from kandev_dq.records.changes import previous_state
 
     with Records(str(tmp_path / "records.db")) as records:
         _finished(records, "nightly", T1, NIGHTLY_SUITES,

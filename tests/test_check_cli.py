@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -14,17 +15,19 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run.project import CHECKPOINTS
+from kandev_dq.project.files import CHECKPOINTS
 from tests.gxhelpers import check
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 CHECK_JSON_KEYS = {
     *("store", "dialect", "checkpoint", "success", "state", "state_explanation", "keys"),
+    "store_identity",  # the store's name in the records: its identity, or --store-name
     "results",
     *("run_name", "run_time", "duration_s", "finished_at", "counts", "docs_index", "versions"),
     *("records", "baseline_taken_at", "baseline_run", "changes", "suite_seconds", "windows"),
     *("pruned", "replica"),  # the standby's replay: None on a primary and on SQLite
     "project_deviations",  # where the project differs from kandev-dq's rules: [] for init's
+    "explain_options",  # the store, project and records a failed rule's explain command names
 }
 
 
@@ -100,6 +103,36 @@ def test_exit_codes(target, project):
     missing = kandev_dq("check", "--store", str(project / "absent.db"), "--project", str(project))
     assert missing.returncode == 2
     assert missing.stderr.startswith("kandev-dq: error:") and len(missing.stderr.splitlines()) == 1
+
+
+def test_a_failed_rule_names_its_explain_command_and_it_runs(target, project, tmp_path):
+    """The report names, for each failed rule, the explain command with the store, project and
+    records the run used; copied as printed, it lists what the rule counted (AC-24d)."""
+    store = StoreBuilder(target.engine).create()
+    store.keys(CAPTURE, None, CAPTURE)  # a partial pair: an error-severity failure
+    records = tmp_path / "elsewhere" / "records.db"
+    records.parent.mkdir()
+    url = target.url
+    if target.dialect == "postgresql":  # trust auth ignores it; the pointer must never show it
+        url = sa.make_url(url).set(password="SECRETPW").render_as_string(hide_password=False)
+    args = ("--store", url, "--project", str(project), "--records", str(records))
+    failing = kandev_dq("check", *args)
+    assert failing.returncode == 1, failing.stderr
+    [pointer] = [
+        line
+        for line in failing.stdout.splitlines()
+        if line.startswith("explain: kandev-dq explain expect_activation_keys_to_be_paired ")
+    ]
+    command = shlex.split(pointer.removeprefix("explain: "))
+    assert command[-1] == "--run" and f"sqlite:///{records.resolve()}" in command
+    assert str(project.resolve()) in command and "SECRETPW" not in failing.stdout
+    listed = kandev_dq(*command[1:])
+    assert listed.returncode == 0, listed.stderr
+    first, *rest = listed.stdout.splitlines()
+    assert first.startswith("expect_activation_keys_to_be_paired [AC-24d")
+    # The same store, judged the same way, through the store option the pointer gave.
+    [verdict] = [line for line in rest if line.startswith("on ")]
+    assert f"({target.dialect}): FAILED: " in verdict
 
 
 def test_fail_on_warning(target, project):
@@ -210,6 +243,11 @@ def test_junit_output_read_by_a_junit_consumer(target, project, tmp_path):
     )
     [failure] = paired.result
     assert failure.type == "error" and failure.message
+    # The failure's text names the command listing what the rule counted, as the run used it.
+    assert "explain: kandev-dq explain expect_activation_keys_to_be_paired --store " in (
+        failure.text
+    )
+    assert failure.text.endswith(" --run")
     props = [(p.get("name"), p.get("value")) for p in paired._elem.iter("property")]
     assert ("ac", "AC-24d") in props and ("severity", "error") in props
 

@@ -61,6 +61,10 @@ BAD_INPUTS = {
         ["check", "--store", "{store}", "--checkpoint", "nightlly"],
         "no checkpoint 'nightlly' in",
     ),
+    "unknown checkpoint, the closest named": (
+        ["check", "--store", "{store}", "--checkpoint", "nightlly"],
+        "(known: live, nightly, post_migration, pre_release); did you mean 'nightly'?",
+    ),
     "unreachable server": (
         ["check", "--store", "postgresql://127.0.0.1:9/kandev"],
         "the server is not accepting connections",
@@ -78,6 +82,16 @@ BAD_INPUTS = {
     "explain, no such rule": (
         ["explain", "expect_no_such_rule", "--store", "{store}"],
         "no expectation 'expect_no_such_rule'",
+    ),
+    "explain, a mistyped rule": (
+        ["explain", "expect_no_orphan_subagent_row", "--store", "{store}"],
+        "no expectation 'expect_no_orphan_subagent_row' (`kandev-dq rules` lists them); "
+        "did you mean 'expect_no_orphan_subagent_rows'?",
+    ),
+    "scenarios build, a mistyped scenario": (
+        ["scenarios", "build", "stoped_writer", "--store", "{tmp}/new.db"],
+        "no scenario 'stoped_writer'; `kandev-dq scenarios list` names them all; "
+        "did you mean 'stopped_writer'?",
     ),
     "explain, store missing": (
         ["explain", "expect_no_orphan_subagent_rows", "--store", "{tmp}/missing.db"],
@@ -132,7 +146,7 @@ def _records_of_a_newer_kandev_dq(path) -> str:
     """A records database a later kandev-dq wrote (its schema version above this one's)."""
     import sqlalchemy as sa
 
-    from kandev_dq.run.records import SCHEMA_VERSION, Records, schema_versions
+    from kandev_dq.records import SCHEMA_VERSION, Records, schema_versions
 
     with Records(str(path)) as opened, opened.engine.begin() as conn:
         conn.execute(sa.insert(schema_versions).values(version=SCHEMA_VERSION + 1, applied_at="z"))

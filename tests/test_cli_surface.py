@@ -25,6 +25,7 @@ COMMANDS = [
     ["docs"],
     ["demo"],
     ["init"],
+    ["doctor"],
     ["rules"],
     ["scenarios"],
     ["scenarios", "list"],
@@ -207,3 +208,72 @@ def test_scenarios_list_and_build_load_no_gx():
     from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 
     assert done.stdout.split(maxsplit=1) == ["False", f"{[BASELINE_DISCLOSURE]}\n"], done
+
+
+def _completed(*words: str) -> list[str]:
+    """What bash completion offers for the last of ``words`` (typer's protocol, as the script
+    ``--install-completion`` writes asks it)."""
+    env = {
+        "_KANDEV_DQ_COMPLETE": "complete_bash",
+        "COMP_WORDS": " ".join(("kandev-dq", *words)),
+        "COMP_CWORD": str(len(words)),
+    }
+    done = CliRunner().invoke(cli.app, [], prog_name="kandev-dq", env=env)
+    assert done.exit_code == 0, done.output
+    return done.stdout.split()
+
+
+def test_completion_offers_the_project_s_checkpoints_the_rules_and_the_scenarios(project):
+    """TAB after an option or argument taking a checkpoint, a rule or a scenario offers those
+    names: the checkpoints of the project the command line names, never a file name that holds
+    a control character (a checkout is data)."""
+    nightly = project / "checkpoints" / "nightly.json"
+    (project / "checkpoints" / "weekly.json").write_text(nightly.read_text())
+    (project / "checkpoints" / "wide\x1b[2J.json").write_text(nightly.read_text())
+    assert _completed("check", "--project", str(project), "--checkpoint", "w") == ["weekly"]
+    assert _completed("serve", "--project", str(project), "--full-checkpoint", "pre") == [
+        "pre_release"
+    ]
+    assert _completed("explain", "expect_no_orphan") == ["expect_no_orphan_subagent_rows"]
+    assert _completed("scenarios", "build", "stopped_w") == [
+        "stopped_writer",
+        "stopped_writer_behind_banked_excess",
+    ]
+    assert _completed("scenarios", "between-runs", "no_such") == []
+
+
+def test_completion_functions_name_what_each_name_is(project, tmp_path):
+    from kandev_dq.cli import options
+    from kandev_dq.lab.scenarios import SCENARIOS
+
+    rules = dict(options.complete_rules("expect_"))
+    assert set(rules) == {rule.expectation for rule in RULE_INDEX}
+    orphans = next(rule for rule in RULE_INDEX if rule.expectation.startswith("expect_no_orphan"))
+    assert rules[orphans.expectation] == ", ".join(orphans.rules)
+    assert dict(options.complete_scenarios("")) == {s.name: s.expected for s in SCENARIOS.values()}
+
+    class Line:  # what click's parse of the command line so far holds
+        def __init__(self, project):
+            self.params = {"project": project}
+
+    assert options.complete_checkpoints(Line(project), "") == [
+        "live",
+        "nightly",
+        "post_migration",
+        "pre_release",
+    ]
+    assert options.complete_checkpoints(Line(tmp_path / "none"), "") == []  # no project, no names
+
+
+@pytest.mark.parametrize(
+    ("typed", "known", "said"),
+    [
+        ("nightlly", ["live", "nightly", "pre_release"], "; did you mean 'nightly'?"),
+        ("pre-release", ["post_migration", "pre_release"], "; did you mean 'pre_release'?"),
+        ("weekly", ["live", "nightly", "pre_release"], ""),  # nothing close: nothing said
+    ],
+)
+def test_did_you_mean_names_the_closest_known_names(typed, known, said):
+    from kandev_dq.errors import did_you_mean
+
+    assert did_you_mean(typed, known) == said

@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from kandev_dq.contract.severity import Severity
 from kandev_dq.expectations.activation import ExpectNoBackfillRowsUnderSentinel
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
+from kandev_dq.verdicts.base import VERDICTS
 from tests.gxhelpers import check
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -141,6 +143,8 @@ async function read(frame) {
     const chart = d.querySelector('.kandev-timeline svg');
     const box = chart ? chart.getBoundingClientRect() : null;
     out.timeline_rect = box ? [box.left, box.top + w.scrollY, box.width, box.height] : null;
+    out.timeline_axis = chart ? [...chart.querySelectorAll('.role-axis-label text')]
+      .map(label => label.textContent) : [];
     out.timeline_points = chart ? [...chart.querySelectorAll('[aria-roledescription="point"]')]
       .map(point => {
         const r = point.getBoundingClientRect();
@@ -427,6 +431,19 @@ def test_failing_run_docs_are_complete_and_styled_offline(target, project, tmp_p
     finding = "2 backfill row(s) on a store whose backfill matched nothing"
     block = next(r for r in rows(page) if len(r) == 3 and r[1].startswith(sentence))
     assert finding in block[1] and block[2] == "2"  # the rule's cell, its observed value
+    # Failed rules first (errors, then warnings, then info), then the rules that passed.
+    judged = {r.expectation: r for r in report.results if r.suite == "activation"}
+    sentences = sorted(((VERDICTS[name].rule_text, name) for name in judged), reverse=True)
+    listed = [
+        next(name for text, name in sentences if r[1].startswith(text))
+        for r in rows(page)
+        if len(r) == 3 and "; severity " in r[1]
+    ]
+    assert sorted(listed) == sorted(judged), listed
+    order = [
+        len(Severity) if judged[n].success else Severity.rank_of(judged[n].severity) for n in listed
+    ]
+    assert order == sorted(order) and order[0] < len(Severity) == order[-1], order
     offending = next(t for t in page["tables"] if t and t[0][-1] == "tool_call_id")
     # Each stored timestamp as the store holds it, its exact instant beside it (AC-24e).
     assert offending[0] == [
@@ -524,8 +541,8 @@ def test_without_a_run_record_the_overview_falls_back_on_the_results(sqlite_targ
     """Results from a run the register never saw (e.g. a checkpoint run through GX directly)
     still give the state and each key's kind; the store and raw values say "not recorded".
     Needs no browser: the site is also checked for remote assets here."""
+    from kandev_dq.records import Records, records_url, runs
     from kandev_dq.report.site import build_docs
-    from kandev_dq.run.records import Records, records_url, runs
 
     _failing_store(sqlite_target)
     check(project, sqlite_target)
@@ -617,7 +634,21 @@ def test_the_breadcrumb_is_one_line_at_1024_and_1400_px(sqlite_target, project, 
 
 LAYOUT_PROBE = frames_probe("""
     for (const open of d.querySelectorAll('details')) open.open = true;  // the SQL shown
+    // Each id an offending-rows table shows: its column, its text and how many lines it takes.
+    const ids = [...d.querySelectorAll('td table')].flatMap(table => {
+      const names = [...table.querySelectorAll('thead th')].map(th => th.innerText.trim());
+      return [...table.querySelectorAll('tbody tr')].flatMap(row => [...row.cells]
+        .map((cell, i) => [names[i] || '', cell])
+        .filter(([name]) => name === 'id' || name.endsWith('_id'))
+        .map(([name, cell]) => {
+          const text = d.createRange();
+          text.selectNodeContents(cell);
+          const line = parseFloat(w.getComputedStyle(cell).lineHeight);
+          return [name, cell.innerText.trim(), text.getBoundingClientRect().height / line];
+        }));
+    });
     return {
+      ids,
       queries: d.querySelectorAll('.kandev-query-text').length,
       wide: [...d.querySelectorAll('.table-responsive, .fixed-table-body')]
         .filter(box => box.scrollWidth > box.clientWidth + 1)
@@ -647,6 +678,11 @@ def test_validation_tables_fit_at_1024_and_1400_px(sqlite_target, project, tmp_p
     for frame, page in seen.items():
         assert page["wide"] == [], (frame, pages[int(frame.split("-")[1])].parent.parent, page)
         assert page["page"][0] <= page["page"][1], (frame, page)
+    # An offending row's ids read whole, each on one line, never squeezed to a few characters
+    # a line (the orphan rows' ids, task sessions and tool calls at 1,400 px).
+    shown = [i for frame, page in seen.items() if frame.startswith("w1400-") for i in page["ids"]]
+    assert {"id", "task_session_id", "tool_call_id"} <= {name for name, _, _ in shown}, shown
+    assert all(lines < 1.5 for _, _, lines in shown), [i for i in shown if i[2] >= 1.5]
 
 
 def test_suite_pages_name_the_tables_they_judge(sqlite_target, project):
@@ -660,7 +696,7 @@ def test_suite_pages_name_the_tables_they_judge(sqlite_target, project):
     assert "Data asset: kandev_meta<" not in health
     suite_page = (site / "expectations" / "rows.html").read_text(encoding="utf-8")
     assert "across 0 columns" not in suite_page
-    from kandev_dq.run.project import SUITES
+    from kandev_dq.gx.context import SUITES
 
     rows_rules = len(SUITES["rows"]())
     assert f"{rows_rules} Expectations, judging task_session_subagents" in suite_page
@@ -699,6 +735,9 @@ def test_the_overview_charts_five_runs_two_failing(sqlite_target, project, tmp_p
     assert seen["copy_button"] in ("Copied", "Selected: press Ctrl+C")
     assert seen["copy_selection"] in ("", seen["copy_code"])
     assert seen["timeline_rect"] and seen["timeline_rect"][2] > 300
+    # The x axis shows each run's date and time (UTC), the latest run's among them.
+    dates = [t for t in seen["timeline_axis"] if re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", t)]
+    assert len(dates) >= 5 and report.run_time[:16].replace("T", " ") in dates, seen
     series: dict[str, list[tuple[int, str]]] = {}
     for label, _, _ in seen["timeline_points"]:
         fields = dict(part.split(": ", 1) for part in label.split("; "))
@@ -807,7 +846,7 @@ def test_the_timeline_chart_is_valid_vega_lite():
     import jsonschema
 
     from kandev_dq.report.history import Timeline, TimelinePoint
-    from kandev_dq.report.timeline_chart import timeline_spec
+    from kandev_dq.report.timeline_chart import timeline_spec, timeline_svg
 
     points = [
         TimelinePoint(
@@ -823,6 +862,8 @@ def test_the_timeline_chart_is_valid_vega_lite():
     ]
     spec = timeline_spec(Timeline(points=points, first_seen={}))
     alt.VConcatChart.validate(spec)  # raises on a spec Vega-Lite would reject
+    drawn = timeline_svg(Timeline(points=points, first_seen={}))
+    assert all(f">2026-12-0{i} 00:00<" in drawn for i in range(1, 4))  # dates on the x axis
     spec["vconcat"][0]["mark"] = {"type": "no such mark"}
     with pytest.raises(jsonschema.ValidationError):  # the check above can fail
         alt.VConcatChart.validate(spec)

@@ -16,9 +16,9 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.catalogue import BY_ID
 from kandev_dq.errors import KandevDqError
+from kandev_dq.gx.context import SUITES
 from kandev_dq.lab import scenarios
 from kandev_dq.lab.scenarios import SCENARIOS, SEVERITIES
-from kandev_dq.run.project import SUITES
 from kandev_dq.store.access import open_store
 from tests.gxhelpers import REPO
 

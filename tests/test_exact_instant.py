@@ -292,6 +292,37 @@ def test_instants_differ_on_any_sqlite_value_answers_as_the_exact_readings(sqlit
             assert [row[:2] for row in rows if bool(row[2]) != bool(row[3])] == []
 
 
+def test_a_long_sqlite_text_reads_as_the_printed_statement_reads_it(sqlite_target):
+    """A text over the head a reading takes (a 50 MB one held three copies per reading) reads
+    exactly as the printed statement, which reads every value whole: whatever its fraction's
+    tail holds past the head, a NUL, a multi-byte character, a BLOB."""
+    second = "2026-07-30 01:39:37"
+    values = [
+        f"{second}.5" + "0" * 70,  # only trimmed characters after the digits
+        f"{second}.5" + "0" * 70 + "x",  # another far past the head
+        f"{second}." + "0" * 80 + "x",  # a whole second but for that one
+        f"{second}.5" + "Z" * 80 + "x",
+        f"{second}.5" + "0" * 60 + "+00:00" + "Z" * 20,
+        f"{second}.123456789" + "7" * 80,
+        f"{second}." + "0" * 9 + "\x00" + "5" * 80,  # GLOB and substr end at a NUL alike
+        f"{second}.5" + "é" * 40 + "0" * 40,
+        f"{second}x5" + "9" * 80,  # no '.' at the 20th character
+        "v" * 1_000_000,
+        (f"{second}.5" + "0" * 70 + "1").encode(),
+        f"{second}.5",
+    ]
+    with sqlite_target.engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE long_texts (n INTEGER, ts TIMESTAMP)")
+        conn.exec_driver_sql("INSERT INTO long_texts VALUES (?, ?)", list(enumerate(values)))
+        raw = sa.table("long_texts", sa.column("n"), sa.column("ts"))
+        read = sa.select(raw.c.n, utc_instant(raw.c.ts), utc_instant_latest(raw.c.ts))
+        read = read.order_by(raw.c.n)
+        printed = str(read.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+        assert "octet_length" in str(read.compile(dialect=conn.dialect))
+        assert "octet_length" not in printed
+        assert conn.execute(read).all() == conn.exec_driver_sql(printed).all()
+
+
 _instants = st.one_of(
     st.datetimes(
         min_value=datetime(2000, 1, 1), max_value=datetime(2099, 12, 31, 23, 59, 59, 999999)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from kandev_dq.cli import app
+from kandev_dq.cli.checking import NOT_IN_PROJECT
 from kandev_dq.contract.tables import kandev_meta
 from kandev_dq.errors import ExitCode
 from kandev_dq.expectations.activation import BASELINE_DISCLOSURE as BASELINE_RULE
@@ -27,6 +29,20 @@ runner = CliRunner()
 
 def _explain(*args: str):
     return runner.invoke(app, ["explain", *args])
+
+
+def _stored_text(target, table: str, column: str) -> dict[str, str]:
+    """Each row's ``column`` as the store holds it (its text), by id."""
+    with target.engine.connect() as conn:
+        query = sa.text(f"SELECT id, CAST({column} AS TEXT) FROM {table}")
+        return dict(conn.execute(query).all())
+
+
+def _listed_csv(rule: str, url: str) -> list[dict[str, str]]:
+    """Every row ``explain --format csv`` lists for ``rule`` on the store at ``url``."""
+    return list(
+        csv.DictReader(io.StringIO(_explain(rule, "--store", url, "--format", "csv").stdout))
+    )
 
 
 def _built(name: str, target) -> str:
@@ -72,22 +88,14 @@ def test_csv_writes_every_listed_row_and_the_table_counts_them(target):
 def test_stored_timestamps_show_as_stored_beside_their_instant(target):
     """AC-24e: explain --run, --format csv and a rule's sample show each timestamp as the store
     holds it (SQLite's text, PostgreSQL's text of its value), its exact instant beside it."""
-    import sqlalchemy as sa
-
     from kandev_dq.facts.rows import row_facts
 
     url = _built("orphan_rows", target)
     rule = "expect_no_orphan_subagent_rows"
+    stored = _stored_text(target, "task_session_subagents", "observed_at")
     with target.engine.connect() as conn:
-        stored = dict(
-            conn.execute(
-                sa.text("SELECT id, CAST(observed_at AS TEXT) FROM task_session_subagents")
-            ).all()
-        )
         sample = row_facts(conn)["rules"]["orphans"]["sample"]
-    listed = list(
-        csv.DictReader(io.StringIO(_explain(rule, "--store", url, "--format", "csv").stdout))
-    )
+    listed = _listed_csv(rule, url)
     table = _explain(rule, "--store", url, "--run").stdout
     assert listed and sample
     for row in [*listed, *sample]:
@@ -95,6 +103,20 @@ def test_stored_timestamps_show_as_stored_beside_their_instant(target):
         assert row["observed_at_utc"].endswith("Z") and row["observed_at_utc"] != row["observed_at"]
     for row in listed:  # the table (not a terminal: tab-separated) shows the same pair
         assert f"\t{row['observed_at']}\t{row['observed_at_utc']}\t" in table, row
+
+
+def test_a_shortfall_shows_its_first_message_as_stored_beside_its_instant(target):
+    """A key's earliest message (the shortfall's ``first_created_at``) as the store holds it,
+    its exact instant beside it, in ``--format csv``, on both dialects."""
+    url = _built("stopped_writer_behind_banked_excess", target)
+    rule = "expect_no_writer_shortfall_since_capture_since"
+    stored = _stored_text(target, "task_session_messages", "created_at")
+    listed = _listed_csv(rule, url)
+    assert listed
+    for row in listed:
+        assert row["first_created_at"] == stored[row["message_id"]], row
+        assert row["first_created_at_utc"].endswith("Z"), row
+        assert row["first_created_at_utc"] != row["first_created_at"], row
 
 
 def test_a_rule_without_rows_says_so_and_csv_refuses_it(sqlite_target):
@@ -203,3 +225,63 @@ def test_without_a_store_explain_describes_the_rule_without_gx(rule, tmp_path):
     assert type(rules()[rule].expectation).rules == indexed.rules  # the class cites the same
     assert lines[-1].startswith(f"reads {', '.join(SUITE_TABLES[indexed.suite])};")
     assert "--store" in lines[-1]
+
+
+def _project_runs(project, suite: str, rule: str, severity: str, **arguments) -> None:
+    """``project``'s suite ``suite`` runs ``rule`` at GX's ``severity`` with ``arguments``."""
+    path = project / "expectations" / f"{suite}.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    entry = next(e for e in document["expectations"] if e["type"] == rule)
+    entry["severity"] = severity
+    entry["kwargs"] = entry.get("kwargs", {}) | arguments
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+
+def test_explain_reads_the_rule_as_the_project_runs_it(target, project):
+    """AC-24c: a rule the project runs at warning, with its own arguments, is explained at
+    warning and judged with those arguments, with a store and without, as `check` runs it; a
+    rule the project does not run says so."""
+    from kandev_dq.run.check import run_check
+
+    rule = "expect_activation_state_to_be_in_set"
+    StoreBuilder(target.engine).create()  # no keys: not_activated, outside kandev-dq's set
+    on = ("--store", target.url, "--project", str(project))
+    assert ": FAILED: " in _explain(rule, *on).output
+    _project_runs(project, "activation", rule, "warning", accepted_states=["not_activated"])
+
+    explained = _explain(rule, *on)
+    assert explained.exit_code == 0, explained.output
+    first = explained.output.splitlines()[0]
+    assert first.endswith("] warning, suite activation"), first
+    assert ": passed: " in explained.output
+    checked = run_check(project, target.url, "nightly")
+    judged = next(r for r in checked.results if r.expectation == rule)
+    assert judged.severity == "warning" and judged.success
+
+    described = _explain(rule, "--project", str(project))
+    assert "] warning, suite activation" in described.output.splitlines()[0]
+
+    dropped = "expect_subagent_rows_to_have_identity"  # rows and live_rows run it
+    for path in (project / "expectations").glob("*.json"):
+        suite = json.loads(path.read_text(encoding="utf-8"))
+        suite["expectations"] = [e for e in suite["expectations"] if e["type"] != dropped]
+        path.write_text(json.dumps(suite), encoding="utf-8")
+    assert NOT_IN_PROJECT in _explain(dropped, *on).output
+
+
+def test_a_long_listing_query_is_printed_one_clause_per_line(target):
+    """AC-26: the shortfall's listing (over 10 KB of SQL) reads one clause per line, each
+    subquery indented, and still lists what the rule counted."""
+    url = _built("stopped_writer", target)
+    rule = "expect_no_writer_shortfall_since_capture_since"
+    done = _explain(rule, "--store", url, "--run")
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()
+    query = lines[
+        lines.index("query:") + 1 : next(i for i, line in enumerate(lines) if line.endswith(";"))
+        + 1
+    ]
+    assert len("\n".join(query)) > 10_000 and len(query) > 100
+    assert max(len(line) for line in query) < 1_000
+    assert sum(line.lstrip().startswith(("FROM", "WHERE", "GROUP BY")) for line in query) > 5
+    assert "0 row(s)" not in lines[-1]

@@ -17,28 +17,30 @@ import json
 import pytest
 from sqlalchemy.engine import make_url
 
+from kandev_dq.gx.context import SUITES
 from kandev_dq.lab import scenarios
 from kandev_dq.lab.scenarios import SCENARIOS
+from kandev_dq.project.plan import CHECKPOINTS
 from kandev_dq.run.explain import finding_in, rules, snapshot_of
-from kandev_dq.run.project import CHECKPOINTS, SUITES
-from kandev_dq.sql.listing import REASON
+from kandev_dq.sql.listing import INSTANT_SUFFIX, REASON
 from kandev_dq.sql.messages import SAMPLE_LIMIT
 from tests.conftest import IN_CI
 from tests.pasted import read_only_rows
 
-#: Columns naming an item a rule counts: what a listing and its rule's sample are matched on.
-IDENTITY = (
+#: Columns naming a row or key of the store's records a rule counts.
+RECORD_IDENTITY = (
     "id",
     "row_id",
     "message_id",
     "task_session_id",
     "agent_execution_id",
     "tool_call_id",
-    "table",
-    "column",
 )
-#: Failed rules that count no rows (activation keys and state, the schema, a vacuous
-#: comparison, a NULL maximum) or a number no row stands for (collisions): no query.
+#: Columns naming an item a rule counts: what a listing and its rule's sample are matched on.
+IDENTITY = (*RECORD_IDENTITY, "table", "column")
+#: Failed rules that count no rows or keys of the store's records (activation keys and state,
+#: the schema, a NULL maximum): no query. Every other rule reporting a
+#: count carries the query listing what it counted.
 COUNT_NO_ROWS = {
     "expect_activation_keys_to_be_well_formed",
     "expect_activation_keys_to_be_paired",
@@ -59,10 +61,12 @@ COUNT_NO_ROWS = {
     "expect_no_partial_subagents_upgrade",
     "expect_session_foreign_key_to_cascade",
     "expect_no_foreign_key_on_turn_or_execution",
-    "expect_backfill_reconciliation_not_vacuous",
     "expect_subagent_activity_since_capture_since",
-    "expect_no_cross_execution_collisions_since_capture_since",
-    "expect_no_writer_shortfall_since_capture_since",  # only when not run (AC-28a)
+}
+#: Rules counting keys that have no query only when they compared nothing: their observed value.
+NO_ROWS_WHEN = {
+    "expect_no_writer_shortfall_since_capture_since": "not run",  # AC-28a
+    "expect_backfill_reconciliation_not_vacuous": "not evaluated",  # the table is unreadable
 }
 
 
@@ -83,7 +87,13 @@ def _emitted(target: str) -> list[tuple[str, int, list[dict], str]]:
                 continue
             query = built[rule.name].result_of(found)["result"]["details"].get("query")
             if query is None:
-                assert rule.name in COUNT_NO_ROWS, f"{rule.name} failed without a query"
+                if rule.name in NO_ROWS_WHEN:
+                    assert found.observed_value == NO_ROWS_WHEN[rule.name], rule.name
+                else:
+                    assert rule.name in COUNT_NO_ROWS, f"{rule.name} failed without a query"
+                # A sample naming rows or keys shows the rule counted them: a query lists all.
+                named = {c for row in found.sample for c in row} & set(RECORD_IDENTITY)
+                assert not named, f"{rule.name} counted {sorted(named)} without a query"
                 continue
             emitted.append((rule.name, found.unexpected_count, found.sample, query))
     return emitted
@@ -100,6 +110,12 @@ def _check(target: str, dialect: str) -> list[str]:
         listed = read_only_rows(target, dialect, query)
         assert len(listed) == count, f"{name}: {len(listed)} rows listed, {count} counted"
         assert all(row[REASON] for row in listed), name
+        if listed:  # every timestamp as stored beside its exact instant (README)
+            columns = set(listed[0])
+            timestamps = {c for c in columns if c.endswith("_at")}
+            assert {f"{c}{INSTANT_SUFFIX}" for c in timestamps} <= columns, (name, columns)
+            shown = {c.removesuffix(INSTANT_SUFFIX) for c in columns if c.endswith(INSTANT_SUFFIX)}
+            assert shown <= columns, (name, columns)
         common = [c for c in IDENTITY if sample and c in sample[0] and listed and c in listed[0]]
         if not common:
             continue

@@ -1,4 +1,4 @@
-"""The GX behaviour :mod:`kandev_dq.run.gx_adapter` relies on, pinned: after a GX upgrade that
+"""The GX behaviour :mod:`kandev_dq.gx.adapter` relies on, pinned: after a GX upgrade that
 changes any of it, these fail, and the adapter is the one module to follow."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from great_expectations.checkpoint.actions import ValidationAction
 from great_expectations.core.expectation_validation_result import ExpectationValidationResult
 from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
 
+from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx import checkpoint as runs
+from kandev_dq.gx.context import load_context
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run import checkpoint as runs
-from kandev_dq.run import gx_adapter
-from kandev_dq.run.project import CHECKPOINTS, DATASOURCE, URL_VARIABLE, load_context
-from kandev_dq.run.results import rule_result
+from kandev_dq.project.files import CHECKPOINTS, DATASOURCE, URL_VARIABLE
+from kandev_dq.records.results import rule_result
 from kandev_dq.store import snapshot
 from kandev_dq.store.access import open_store
 
@@ -327,7 +328,7 @@ def test_gx_keeps_a_results_store_only_under_its_own_class_name():
     def configured(class_name: str) -> dict:
         config = {
             "class_name": class_name,
-            "module_name": "kandev_dq.run.results_store",
+            "module_name": "kandev_dq.gx.results_store",
             "store_backend": {"class_name": "InMemoryStoreBackend"},
         }
         stores = DataContextConfig(
@@ -337,5 +338,5 @@ def test_gx_keeps_a_results_store_only_under_its_own_class_name():
         return stores["validation_results_store"]
 
     assert gx_adapter.ValidationResultsStore.__name__ == "ValidationResultsStore"
-    assert configured("ValidationResultsStore")["module_name"] == "kandev_dq.run.results_store"
+    assert configured("ValidationResultsStore")["module_name"] == "kandev_dq.gx.results_store"
     assert configured("KandevResultsStore") == {"class_name": "ValidationResultsStore"}

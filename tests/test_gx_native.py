@@ -21,8 +21,8 @@ import pytest
 
 from kandev_dq.lab import scenarios
 from kandev_dq.lab.scenarios.running import apply_between_runs, materialise, private_project
+from kandev_dq.project.files import CHECKPOINTS
 from kandev_dq.run.check import run_check
-from kandev_dq.run.project import CHECKPOINTS
 from tests.gxhelpers import native_runs
 
 
@@ -215,8 +215,8 @@ def test_a_project_without_the_records_store_fails_write_once_loudly(
     yml = project / "great_expectations.yml"
     text = yml.read_text()
     ours = (
-        "    module_name: kandev_dq.run.results_store\n    class_name: ValidationResultsStore\n"
-        "    store_backend:\n      module_name: kandev_dq.run.results_store\n"
+        "    module_name: kandev_dq.gx.results_store\n    class_name: ValidationResultsStore\n"
+        "    store_backend:\n      module_name: kandev_dq.gx.results_store\n"
         "      class_name: RecordsStoreBackend\n"
     )
     assert ours in text
@@ -241,6 +241,39 @@ def test_a_project_without_the_records_store_fails_write_once_loudly(
     }
 
 
+def _results_and_ledger_rows(project: Path) -> tuple[int, int]:
+    """How many validation results and key ledger rows the project's records database holds."""
+    records = sqlite3.connect(project / "uncommitted" / "records.db")
+    try:
+        stored = records.execute("SELECT count(*) FROM kandev_dq_validation_results").fetchone()[0]
+        ledger = records.execute("SELECT count(*) FROM kandev_dq_key_ledger").fetchone()[0]
+    finally:
+        records.close()
+    return stored, ledger
+
+
+def test_a_project_of_the_earlier_layout_still_checks(built_project, sqlite_target, tmp_path):
+    """A project the previous release wrote names its stores by their earlier modules
+    (``kandev_dq.run.*``): ``check`` loads them as today's modules, judges write-once through
+    the records database, and stores its results there; nothing is left at the earlier paths."""
+    from kandev_dq import run
+    from kandev_dq.project.vetting import EARLIER_MODULES
+
+    materialise("healthy_baseline", sqlite_target.url)
+    project = private_project(built_project, tmp_path / "project")
+    yml = project / "great_expectations.yml"
+    text = yml.read_text()
+    for earlier, today in EARLIER_MODULES.items():
+        assert f"module_name: {today}\n" in text
+        text = text.replace(f"module_name: {today}\n", f"module_name: {earlier}\n")
+    yml.write_text(text)
+    report = run_check(project, sqlite_target.url, "nightly")
+    assert report.success, [r.message for r in report.results if not r.success]
+    assert _results_and_ledger_rows(project) == (len(CHECKPOINTS["nightly"]), 3)
+    folder = Path(run.__file__).parent
+    assert [m for m in EARLIER_MODULES if (folder / f"{m.rsplit('.', 1)[1]}.py").exists()] == []
+
+
 def _digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -262,13 +295,7 @@ def test_a_gx_native_run_reads_read_only_keeps_records_and_builds_the_docs(
     [outcome] = native_runs([nightly(project, sqlite_target.url)], tmp_path)
     assert outcome["success"] is True
     assert _digest(sqlite_target.url) == before
-    records = sqlite3.connect(project / "uncommitted" / "records.db")
-    try:
-        stored = records.execute("SELECT count(*) FROM kandev_dq_validation_results").fetchone()[0]
-        ledger = records.execute("SELECT count(*) FROM kandev_dq_key_ledger").fetchone()[0]
-    finally:
-        records.close()
-    assert stored == len(CHECKPOINTS["nightly"]) and ledger == 3
+    assert _results_and_ledger_rows(project) == (len(CHECKPOINTS["nightly"]), 3)
     site = project / "uncommitted" / "data_docs" / "local_site"
     assert (site / "index.html").is_file() and (site / "overview.html").is_file()
     pages = list((site / "validations").rglob("*.html"))
@@ -349,7 +376,7 @@ def test_the_live_checkpoint_through_gx_gives_the_cli_verdict_and_moves_its_wind
     the records database as ``kandev-dq check`` does, and reports a stopped writer alike."""
     import datetime as dt
 
-    from kandev_dq.run.records import Records, records_url
+    from kandev_dq.records import Records, records_url
 
     twins = [stores.new(), stores.new()]
     built = [_activated_now(url, stores.dialect) for url in twins]

@@ -189,7 +189,7 @@ def test_the_overview_model_has_no_gx_import_of_its_own():
             else []
         )
     }
-    assert "kandev_dq.run.results_store" in imported  # the walk sees the module's imports
+    assert "kandev_dq.gx.results_store" in imported  # the walk sees the module's imports
     assert not {name for name in imported if name.split(".")[0] == "great_expectations"}
 
 
@@ -222,3 +222,35 @@ def test_gx_writes_every_site_file_through_the_configured_backends_set(tmp_path)
     written = [Path(b._set(key, "body {}")) for b in (gx_own, ours)]
     assert [p.relative_to(tmp_path).parts[1:] for p in written] == [key, key]
     assert [p.read_text() for p in written] == ["body {}", "body {}"]
+
+
+def test_gx_validation_page_renders_each_section_from_the_grouped_list_in_its_order():
+    """The validation page lists failed rules first only because GX's page renders each
+    section from the lists ``_group_evrs_by_column_with_suite_meta`` returns (the seam sorts
+    them), in their order, and its ``render`` asks that method for them."""
+    import inspect
+
+    from great_expectations.render import RenderedSectionContent
+    from great_expectations.render.renderer import ValidationResultsPageRenderer
+
+    given: list[list] = []
+
+    class Sections:
+        def render(self, validation_results, suite_parameters=None):
+            given.append(validation_results)
+            return RenderedSectionContent(section_name="rules", content_blocks=[])
+
+    page = ValidationResultsPageRenderer.__new__(ValidationResultsPageRenderer)
+    page._column_section_renderer = Sections()
+    page.run_info_at_end = False
+    grouped = ["a failed rule", "a passed rule"]
+    results = type("Results", (), {"results": [], "suite_parameters": {}})()
+    page._collect_rendered_document_content_sections(
+        results, [], [], {"Table-Level Expectations": grouped}
+    )
+    assert given == [grouped] and given[0] is grouped
+    source = inspect.getsource(ValidationResultsPageRenderer.render)
+    assert "self._group_evrs_by_column_with_suite_meta(" in source
+    assert "_group_evrs_by_column_with_suite_meta" in vars(
+        gx_site.KandevValidationResultsPageRenderer
+    )

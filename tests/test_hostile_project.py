@@ -21,9 +21,10 @@ from ruamel.yaml import YAML
 
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.errors import KandevDqError
+from kandev_dq.gx import adapter as gx_adapter
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run import gx_adapter, vetting
-from kandev_dq.run.project import PROJECT_FILE, refuse_project_code
+from kandev_dq.project import vetting
+from kandev_dq.project.files import PROJECT_FILE, refuse_project_code
 from tests.gxhelpers import REPO, native_runs
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
@@ -204,8 +205,45 @@ def test_gx_own_results_store_is_not_a_class_kandev_dq_writes(project):
     assert _refused(project).startswith(
         f"{project / PROJECT_FILE}: stores.validation_results_store: "
         "'great_expectations.data_context.store.ValidationResultsStore' is not a class "
-        "kandev-dq writes for a store (allowed: kandev_dq.run.suites_store.ExpectationsStore, "
+        "kandev-dq writes for a store (allowed: kandev_dq.gx.suites_store.ExpectationsStore, "
     )
+
+
+def _stores_named(modules: dict[str, str]) -> Callable[[dict], None]:
+    """The two stores' modules renamed: ``{today's: the one named instead}``."""
+
+    def change(config: dict) -> None:
+        stores = config["stores"]
+        for entry in (
+            stores["expectations_store"],
+            stores["validation_results_store"],
+            stores["validation_results_store"]["store_backend"],
+        ):
+            entry["module_name"] = modules.get(entry["module_name"], entry["module_name"])
+
+    return change
+
+
+def test_the_stores_earlier_modules_are_accepted_as_a_closed_list(project):
+    """A project the previous release wrote names its stores by their earlier modules: those
+    two pass the vetting; any other module of that package does not, nor a class of the other
+    store's module."""
+    _edit_yml(project, _stores_named(_earlier_names()))
+    refuse_project_code(project)
+    _edit_yml(project, _stores_named({"kandev_dq.run.results_store": "kandev_dq.run.check"}))
+    assert "'kandev_dq.run.check.ValidationResultsStore' is not a class" in _refused(project)
+
+
+def test_an_earlier_store_module_takes_only_its_own_classes(project):
+    swapped = {"kandev_dq.gx.suites_store": "kandev_dq.run.results_store"}
+    _edit_yml(project, _stores_named(swapped))
+    assert "'kandev_dq.run.results_store.ExpectationsStore' is not a class" in _refused(project)
+
+
+def _earlier_names() -> dict[str, str]:
+    from kandev_dq.project.vetting import EARLIER_MODULES
+
+    return {today: earlier for earlier, today in EARLIER_MODULES.items()}
 
 
 @pytest.mark.parametrize(
@@ -271,14 +309,15 @@ def test_a_check_lists_the_folders_of_earlier_runs_pages_and_does_not_walk_them(
 def test_a_context_kandev_dq_loads_is_vetted_once(project, monkeypatch):
     """GX's path vets a project when it builds the expectations store: a context kandev-dq
     loads itself was vetted just before, and is not walked again."""
-    from kandev_dq.run import project as project_module
+    from kandev_dq.gx.context import load_context
+    from kandev_dq.project import files as project_module
 
     vetted = []
     real = project_module.vet_project
     monkeypatch.setattr(
         project_module, "vet_project", lambda root, **kw: vetted.append(root) or real(root, **kw)
     )
-    project_module.load_context(project)
+    load_context(project)
     assert len(vetted) == 1
 
 
@@ -297,7 +336,7 @@ def test_a_context_kandev_dq_loads_is_vetted_once(project, monkeypatch):
             {"class_name": "DatabaseStoreBackend", "url": "postgresql://127.0.0.1:9/x"},
             "store_backend: 'great_expectations.data_context.store.DatabaseStoreBackend' is not "
             "a class kandev-dq writes for a store backend (allowed: "
-            "kandev_dq.run.results_store.RecordsStoreBackend)",
+            "kandev_dq.gx.results_store.RecordsStoreBackend)",
         ),
         (
             "checkpoint_store",
@@ -320,7 +359,7 @@ def test_a_context_kandev_dq_loads_is_vetted_once(project, monkeypatch):
         (
             "validation_results_store",
             {
-                "module_name": "kandev_dq.run.results_store",
+                "module_name": "kandev_dq.gx.results_store",
                 "class_name": "RecordsStoreBackend",
                 "fixed_length_key": True,
             },
@@ -418,7 +457,7 @@ def test_the_declared_arguments_are_the_classes_own_fields():
     from great_expectations.expectations.registry import get_expectation_impl
 
     import kandev_dq.expectations  # noqa: F401 - registers the types with GX
-    from kandev_dq.run.records import RECORDS_VARIABLE
+    from kandev_dq.records import RECORDS_VARIABLE
 
     gx_own = set(BatchExpectation.__fields__)
     assert {
@@ -767,7 +806,7 @@ def test_an_unknown_key_or_a_class_in_an_action_or_a_suite_is_refused(project):
 def test_each_kandev_dq_class_gx_builds_vets_the_project_on_gx_path(project, kept):
     """Whichever kandev-dq class GX builds from a project's yml first, it vets the project
     before GX goes on: a checkpoint naming a class of its own never loads."""
-    from kandev_dq.run.vetting import vet_on_gx_path
+    from kandev_dq.project.vetting import vet_on_gx_path
 
     _add_action(
         project,
@@ -779,8 +818,8 @@ def test_each_kandev_dq_class_gx_builds_vets_the_project_on_gx_path(project, kep
     )
     with pytest.raises(KandevDqError, match=r"actions\[1\]\.renderer\.class_name: names a class"):
         vet_on_gx_path(project)
+    from kandev_dq.gx.results_store import RecordsStoreBackend, ValidationResultsStore
     from kandev_dq.report.site import KandevSiteBuilder
-    from kandev_dq.run.results_store import RecordsStoreBackend, ValidationResultsStore
 
     built = {
         "ValidationResultsStore": lambda: ValidationResultsStore(

@@ -12,9 +12,9 @@ from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTI
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.migration import runner as migrate
 from kandev_dq.migration.runner import Status
+from kandev_dq.records import Records, records_url
+from kandev_dq.records.identity import store_identity
 from kandev_dq.run.check import run_check
-from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.records import Records, records_url
 from kandev_dq.store.access import open_store
 from kandev_dq.store.reference import resolve_url
 from tests.gxhelpers import result

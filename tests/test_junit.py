@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 from junitparser import Failure, JUnitXml
 
+from kandev_dq.project.deviations import Deviation
+from kandev_dq.records.results import RuleResult
 from kandev_dq.report.junit import junit_xml
-from kandev_dq.run.deviations import Deviation
-from kandev_dq.run.results import RuleResult
 
 
 def _rule(suite, expectation, severity, success, message, rules=("AC-24",)):
@@ -22,6 +22,7 @@ REPORT = SimpleNamespace(
     duration_s=1.25,
     suite_seconds={"activation": 0.5, "writer_health": 0.25, "rows": 0.125},
     project_deviations=[],
+    explain_command=lambda rule: f"kandev-dq explain {rule} --store 'sqlite:////srv/k.db' --run",
     results=[
         _rule("activation", "expect_activation_keys_to_be_write_once", "error", False, "rewritten"),
         _rule("activation", "expect_population_to_be_disclosed", "info", False, "disclosed"),
@@ -65,6 +66,11 @@ def test_failed_error_rules_fail_with_the_finding_as_message(tmp_path):
     [failure] = write_once.result
     assert isinstance(failure, Failure) and failure.message == "rewritten"
     assert failure.type == "error"
+    # The way to the rows it counted, after the finding; a passing case names none.
+    assert failure.text == (
+        "[AC-24] rewritten\nexplain: kandev-dq explain expect_activation_keys_to_be_write_once"
+        " --store 'sqlite:////srv/k.db' --run"
+    )
     assert _properties(write_once) == [("ac", "AC-24"), ("severity", "error")]
     negative = cases[("rows", "expect_no_negative_metrics")]
     assert negative.result[0].message == "id \\x1b<&>\\ud800"  # escaped, and still XML

@@ -26,9 +26,9 @@ from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.rows import row_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.project.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
+from kandev_dq.records import Records, records_url, results
 from kandev_dq.run.check import run_check, window_lines
-from kandev_dq.run.records import Records, records_url, results
-from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.sql import scan
 from kandev_dq.sql.listing import Listing
 from kandev_dq.store.access import open_store
@@ -779,8 +779,8 @@ def test_live_on_a_store_not_activated_judges_as_nightly_does(target, project, s
 def test_a_watermark_later_than_the_run_reads_in_full():
     """A window can only start before the run that reads it: a last watermark in the future
     (a clock set back) reads everything instead of nothing."""
-    from kandev_dq.run.live_window import decide
-    from kandev_dq.run.settings import LiveSettings
+    from kandev_dq.project.settings import LiveSettings
+    from kandev_dq.records.watermark import decide
 
     now = datetime.now(UTC)
     later = decide("live_rows", _rfc(now + timedelta(hours=1)), now, LiveSettings())
@@ -910,7 +910,7 @@ def test_the_last_watermark_is_read_through_an_index_an_older_records_database_g
     """A live suite's last watermark is its newest stored results, newest first: read through
     the (suite, stored at) index, not by sorting every result of the suite (a run every 5
     minutes stores 2,000 a week). A records database made before the index gets it on open."""
-    from kandev_dq.run.live_window import last_watermark
+    from kandev_dq.records.watermark import last_watermark
 
     path = str(tmp_path / "records.db")
     with Records(path) as older, older.engine.begin() as conn:
@@ -923,9 +923,62 @@ def test_the_last_watermark_is_read_through_an_index_an_older_records_database_g
             lambda conn, cursor, sql, params, context, many: statements.append((sql, params)),
         )
         assert last_watermark(records, "live_rows", "store") is None
-        [(sql, params)] = statements
+        # The results' read (the store's old names are read first, from their own table).
+        [(sql, params)] = [s for s in statements if "kandev_dq_validation_results" in s[0]]
         with records.engine.connect() as conn:
             plan = " ".join(
                 str(row[-1]) for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", params)
             )
     assert "kandev_dq_results_suite_stored" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_text_window_lines_stay_short_and_quiet_drops_them(activated, target, project):
+    """A live run every few minutes writes its window lines to a log: each says in at most 120
+    characters what its read covered (the full detail stays in JSON), and --quiet drops them."""
+    from typer.testing import CliRunner
+
+    from kandev_dq.cli import app
+    from kandev_dq.expectations.base import window_text
+
+    live(project, target)  # the next runs read a window
+    argv = ["check", "--checkpoint", "live", "--store", target.url, "--project", str(project)]
+    loud = CliRunner().invoke(app, argv)
+    assert loud.exit_code == 0, loud.output
+    shown = [line for line in loud.stdout.splitlines() if line.startswith(LIVE_SUITES)]
+    assert sorted(line.split()[0] for line in shown) == sorted(LIVE_SUITES), loud.stdout
+    assert all(len(line) <= 120 for line in shown), shown
+    health = next(line for line in shown if line.startswith("live_writer_health read from "))
+    assert "3 read(s) by index, 1 by scan; 3 owner index(es) missing" in health, health
+    detail = live(project, target).windows["live_writer_health"]
+    assert len(f"live_writer_health {window_text(detail)}") > 120  # JSON keeps it
+
+    quiet = CliRunner().invoke(app, [*argv, "--quiet"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stdout.startswith("PASSED: checkpoint live"), quiet.stdout
+    assert not [line for line in quiet.stdout.splitlines() if line.startswith(LIVE_SUITES)]
+
+
+def test_the_window_and_the_notification_name_the_store_as_every_output_does(
+    activated,
+    target,
+    project,
+    monkeypatch,
+    receiver,  # noqa: F811 - the fixture
+):
+    """One display form for a store: each live window (JSON ``windows[*].store``) and the
+    notification payload say what the report, the text and the data docs say."""
+    from kandev_dq.store.reference import store_ref
+
+    configure(monkeypatch, "api", receiver.url)
+    assert live(project, target).success
+    activated.subagent_message(activated.main_session, datetime.now(UTC), "toolu_missed")
+    report = live(project, target)
+    shown = store_ref(target.url).shown
+    assert report.store == shown
+    payload = json.loads(json.dumps(report.to_json(), default=str))
+    assert {window["store"] for window in payload["windows"].values()} == {shown}
+    (arrived,) = receiver.received
+    assert json.loads(arrived["body"])["kandev_dq"]["store"] == shown
+    # The window still finds its predecessor: the next run reads from its watermark.
+    after = live(project, target).windows["live_writer_health"]
+    assert after["start"] is not None, after

@@ -56,7 +56,7 @@ from kandev_dq.facts.health import health_facts
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.facts.window import owner_index_statements
 from kandev_dq.lab.storebuilder import T0, StoreBuilder
-from kandev_dq.run.project import suite_plan
+from kandev_dq.project.files import suite_plan
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.replication import server_clock
 from tests.replica import streaming_pair
@@ -278,7 +278,7 @@ Open = dict[str, tuple[str | None, ...] | None]
 
 def _windows(watermark, open_sessions: Open, overlap: timedelta) -> dict[str, ChangeWindow]:
     """Each live suite's window after a read at ``watermark`` (None: none yet) that left
-    ``open_sessions``, as :func:`kandev_dq.run.live_window.decide` gives it."""
+    ``open_sessions``, as :func:`kandev_dq.records.watermark.decide` gives it."""
     return {
         suite: (
             ChangeWindow(None, "first run or open findings past the bound")

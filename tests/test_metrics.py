@@ -20,11 +20,11 @@ import kandev_dq
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.contract.states import STATES
 from kandev_dq.lab.scenarios.running import materialise
+from kandev_dq.project.settings import DEFAULT_OVERLAP_MINUTES, OVERLAP_VARIABLE
+from kandev_dq.records.results import RuleResult
 from kandev_dq.report import metrics
 from kandev_dq.report.metrics import CheckMetrics, openmetrics_text, run_exposition
 from kandev_dq.run.check import CheckReport, run_check
-from kandev_dq.run.results import RuleResult
-from kandev_dq.run.settings import DEFAULT_OVERLAP_MINUTES, OVERLAP_VARIABLE
 from kandev_dq.store.reference import store_ref
 from kandev_dq.text import one_line
 from tests.gxhelpers import in_a_fresh_interpreter

@@ -17,8 +17,8 @@ from great_expectations.checkpoint.actions import ValidationAction
 from sqlalchemy.engine import make_url
 
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.project.files import DATASOURCE, URL_VARIABLE, build_project
 from kandev_dq.run.check import run_check
-from kandev_dq.run.project import DATASOURCE, URL_VARIABLE, build_project
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"
 SEEN: list[dict[str, str]] = []

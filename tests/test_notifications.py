@@ -25,11 +25,12 @@ from aiosmtpd.smtp import AuthResult
 from sqlalchemy.engine import make_url
 
 from kandev_dq.errors import KandevDqError
+from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx import checkpoint as runs
+from kandev_dq.gx import notifications as channels
+from kandev_dq.gx.context import load_context
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run import checkpoint as runs
-from kandev_dq.run import gx_adapter
-from kandev_dq.run import notifications as channels
-from kandev_dq.run import project as project_module
+from kandev_dq.project import files as project_module
 from kandev_dq.run.check import run_check
 from tests.test_check_cli import kandev_dq
 
@@ -318,7 +319,7 @@ def test_which_runs_notify_follows_notify_on(sqlite_target, project, monkeypatch
 
 
 def test_notify_on_maps_to_gx_notify_on_one_action_each(project, monkeypatch):
-    context = project_module.load_context(project)
+    context = load_context(project)
     assert channels.notification_actions(context) == []  # nothing configured: nothing sent
     configure(monkeypatch, "slack", "http://127.0.0.1:9/hook")
     configure(monkeypatch, "opsgenie")
@@ -336,7 +337,7 @@ def test_notify_on_maps_to_gx_notify_on_one_action_each(project, monkeypatch):
 
 
 def test_half_configured_channels_are_off_with_one_warning(project, monkeypatch, caplog):
-    context = project_module.load_context(project)
+    context = load_context(project)
     monkeypatch.setenv(channels.SMTP_HOST, "127.0.0.1")  # no recipient
     monkeypatch.setenv(channels.API_URL, "ftp://example.org/x")
     monkeypatch.setenv(channels.OPSGENIE_API_KEY, GENIE_KEY)
@@ -492,7 +493,7 @@ def test_a_project_naming_gx_action_classes_runs_them_only_when_allowed(project)
             "smtp_port": "25",
             "receiver_emails": "${KANDEV_DQ_EMAIL_TO}",
             "renderer": {
-                "module_name": "kandev_dq.run.notifications",
+                "module_name": "kandev_dq.gx.notifications",
                 "class_name": "KandevEmailRenderer",
             },
         },
@@ -504,7 +505,7 @@ def test_a_project_naming_gx_action_classes_runs_them_only_when_allowed(project)
     path.write_text(json.dumps(config))
     with pytest.raises(KandevDqError, match=r"nightly\.json: actions\[1\]\.slack_webhook: "):
         project_module.refuse_project_code(project)
-    context = project_module.load_context(project, allow_project_code=True)
+    context = load_context(project, allow_project_code=True)
     loaded = context.checkpoints.get("nightly").actions
     assert [action.type for action in loaded] == [action["type"] for action in config["actions"]]
 

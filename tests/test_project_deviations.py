@@ -19,8 +19,8 @@ from junitparser import JUnitXml
 import kandev_dq
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run.deviations import KINDS, RESULT_META_KEY, Deviation, project_deviations
-from kandev_dq.run.project import CHECKPOINTS
+from kandev_dq.project.deviations import KINDS, RESULT_META_KEY, Deviation, project_deviations
+from kandev_dq.project.files import CHECKPOINTS
 from tests.test_check_cli import CAPTURE
 from tests.test_check_cli import kandev_dq as cli
 

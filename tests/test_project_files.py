@@ -93,7 +93,7 @@ def test_init_cross_references_its_ids_as_gx_does(built_project):
 
 
 def test_init_rewriting_a_project_keeps_its_data_context_id(tmp_path):
-    from kandev_dq.run.project import build_project
+    from kandev_dq.project.files import build_project
 
     first = (build_project(tmp_path / "p") / "great_expectations.yml").read_text()
     again = (build_project(tmp_path / "p") / "great_expectations.yml").read_text()

@@ -24,14 +24,14 @@ from kandev_dq.contract.instants import CAPTURE_SINCE
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.project.settings import KEEP_DAYS_VARIABLE, keep_days_setting
+from kandev_dq.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
+from kandev_dq.records.accept import accept_key
+from kandev_dq.records.identity import store_identity
 from kandev_dq.report.history import history, render
 from kandev_dq.report.site import build_docs
 from kandev_dq.run.check import run_check
-from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.ledger_commands import accept_key
-from kandev_dq.run.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
-from kandev_dq.run.settings import KEEP_DAYS_VARIABLE, keep_days_setting
-from kandev_dq.store.reference import resolve_url
+from kandev_dq.store.reference import resolve_url, store_ref
 from tests.conftest import fresh_pg_database
 from tests.gxhelpers import copy_project, result
 from tests.test_check_cli import kandev_dq
@@ -107,7 +107,7 @@ def test_a_rewrite_seen_by_one_machine_fails_on_another(
 RACE = """
 import json, sys, time
 from pathlib import Path
-from kandev_dq.run.records import Records
+from kandev_dq.records import Records
 url, identity, value, go = sys.argv[1:5]
 records = Records(url)
 while not Path(go).exists():
@@ -272,7 +272,7 @@ def test_a_role_that_may_not_read_the_system_identifier_still_finds_the_store(pg
     """Where ``pg_control_system()`` is revoked from PUBLIC, a role's session is placed by the
     server's start time: the same database is found under its two roles and spellings, and
     another database on the same server is not the store."""
-    from kandev_dq.run.records import same_database
+    from kandev_dq.records import same_database
     from kandev_dq.store.reference import database_identity
 
     role = f"kdq_plain_{uuid.uuid4().hex[:8]}"
@@ -390,8 +390,11 @@ def test_ledger_accept_clears_the_failure_and_is_shown(sqlite_target, project, r
     failed = result(run_check(project, sqlite_target.url, "nightly", records=records), WRITE_ONCE)
     assert not failed.success
     shown = f"sqlite:///{Path(sqlite_target.url).resolve()}"  # as every command names it
-    # The way out names this store and this key, never placeholders.
-    assert f"ledger accept --store '{shown}' --key {CAPTURE_SINCE} --reason" in failed.message
+    # The way out names this store, the records the run used and this key, never placeholders.
+    used = f"--records '{store_ref(records).connect_form}'"  # with its user, no password
+    assert f"ledger accept --store '{shown}' {used} --key {CAPTURE_SINCE} --reason" in (
+        failed.message
+    )
 
     with pytest.raises(KandevDqError, match="--reason"):
         accept_key(project, sqlite_target.url, CAPTURE_SINCE, "  ", records)
@@ -507,8 +510,8 @@ def test_prune_has_a_dry_run_and_keeps_the_newest_run(sqlite_target, project, re
 def test_the_project_keeps_results_through_kandev_dq_backend(project):
     """GX replaces a results store whose class name is not ``ValidationResultsStore`` with an
     in-memory one, silently: the project's store must load as kandev-dq's, over the records."""
-    from kandev_dq.run import results_store
-    from kandev_dq.run.project import load_context
+    from kandev_dq.gx import results_store
+    from kandev_dq.gx.context import load_context
 
     context = load_context(project)
     store = context.validation_results_store
@@ -523,9 +526,9 @@ def test_pages_show_a_bounded_window_of_a_long_history(
     and timeline show the newest runs only, and say so, and the run never lists every stored
     result (timed in `python -m bench --history-growth`)."""
     from bench.docs_history import seed_earlier_runs, seed_pages
+    from kandev_dq import records as rec
     from kandev_dq.report import overview_model, overview_page
     from kandev_dq.report.history import TIMELINE_RUNS
-    from kandev_dq.run import records as rec
 
     _healthy(sqlite_target)
     run_check(project, sqlite_target.url, "nightly", records=records)
@@ -550,7 +553,7 @@ def test_pages_show_a_bounded_window_of_a_long_history(
     assert (
         len(_result_pages(overview)) == overview_model.RUNS_SHOWN * 3
     )  # nightly's three suites a run
-    assert f"the last {overview_model.RUNS_SHOWN} runs, newest first" in overview
+    assert f"this store's last {overview_model.RUNS_SHOWN} runs, newest first" in overview
     assert f"this store's last {TIMELINE_RUNS} run(s) (at most {TIMELINE_RUNS})" in overview
     past = history(project, sqlite_target.url, records=records)
     assert len(past.runs) == 20 and len(past.timeline.points) == TIMELINE_RUNS
@@ -571,7 +574,7 @@ def test_check_prunes_but_keeps_the_newest_run_of_each_name_and_the_ledger(
     does the newest finished run of each run name (checkpoint and store), which alerts on
     change compare the next run with: the next run still knows what failed before."""
     import kandev_dq as kandev_dq_api
-    from kandev_dq.run import records as rec
+    from kandev_dq import records as rec
 
     store = _healthy(sqlite_target)
     first = run_check(project, sqlite_target.url, "nightly", records=records)
@@ -641,9 +644,9 @@ def test_a_checks_docs_build_does_not_reread_the_history(sqlite_target, project,
         ValidationResultIdentifier,
     )
 
-    from kandev_dq.run import records as rec
-    from kandev_dq.run.project import load_context
-    from kandev_dq.run.results_store import attach_records
+    from kandev_dq import records as rec
+    from kandev_dq.gx.context import load_context
+    from kandev_dq.gx.results_store import attach_records
 
     parse, get = run_identifier.parse, rec.Records.get_result
     _healthy(sqlite_target)

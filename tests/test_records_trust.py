@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.run.records import DEFAULT_RECORDS, RECORDS_VARIABLE, Records
+from kandev_dq.records import DEFAULT_RECORDS, RECORDS_VARIABLE, Records
 from tests.conftest import fresh_pg_database
 from tests.test_check_cli import kandev_dq
 

@@ -31,13 +31,12 @@ from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.migration import runner as migrate
 from kandev_dq.migration import schema_steps
 from kandev_dq.migration.runner import Status
+from kandev_dq.records import Records, records_url
+from kandev_dq.records.identity import store_identity
 from kandev_dq.run.check import run_check
-from kandev_dq.run.checkpoint import run_name
-from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.records import Records, records_url
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
 from kandev_dq.store.access import open_store
-from kandev_dq.store.reference import resolve_url, shown_store
+from kandev_dq.store.reference import resolve_url, shown_store, store_ref
 from kandev_dq.store.snapshot import facts_for
 from kandev_dq.store.target import redact
 from tests.gxhelpers import failed, result
@@ -192,7 +191,7 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
     show it, in output, logs (GX's at DEBUG included), the JSON report and its queries, the
     data docs (the findings' queries and the timeline chart), the ledger, the validation
     results or any file written under the project or the audit folder (queries.sql too)."""
-    import kandev_dq.run.project as project_module
+    import kandev_dq.gx.context as context_module
 
     store = activated_store(pg_target)
     session = store.session()
@@ -202,13 +201,13 @@ def test_a_password_appears_nowhere(pg_target, project, tmp_path, capsys, caplog
     query_url = f"{pg_target.url}&password={password}2"  # libpq also reads ?password=
     unreachable = make_url(url).set(port=1).render_as_string(hide_password=False)
 
-    quiet = project_module.quiet_gx
+    quiet = context_module.quiet_gx
 
     def loud() -> None:  # stricter than production: GX logs at DEBUG
         quiet()
         logging.getLogger("great_expectations").setLevel(logging.DEBUG)
 
-    monkeypatch.setattr(project_module, "quiet_gx", loud)
+    monkeypatch.setattr(context_module, "quiet_gx", loud)
     caplog.set_level(logging.DEBUG)
     audit_dir = tmp_path / "audit"
     outputs = []
@@ -269,11 +268,8 @@ def test_every_secret_libpq_masks_is_one_kandev_dq_hides():
             assert "S3" not in redact(text), text
             if "cannot" not in text:
                 url = resolve_url(text)
-                for shown in (
-                    shown_store(url),
-                    store_identity(url),
-                    run_name("x", store_identity(url)),
-                ):
+                ref = store_ref(url)
+                for shown in (shown_store(url), ref.spelled_name, ref.connect_form):
                     assert "S3" not in shown and name not in shown.lower(), shown
 
 

@@ -30,7 +30,7 @@ from kandev_dq.contract.instants import (
     parse_key,
     parse_stored,
 )
-from kandev_dq.run.records import Records, records_url
+from kandev_dq.records import Records, records_url
 from kandev_dq.sql.dialect import recognised_utc_text, utc_instant
 from kandev_dq.sql.mapping import subagent_messages
 from kandev_dq.sql.messages import tolerating_unreadable_metadata

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from kandev_dq.contract.instants import Instant, parse_key
 from kandev_dq.lab.scenarios.running import materialise
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.project.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from kandev_dq.run.check import run_check, window_lines
-from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE
 from tests.gxhelpers import failed, result
 from tests.replica import streaming_pair
 from tests.test_check_cli import kandev_dq

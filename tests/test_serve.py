@@ -31,10 +31,10 @@ from kandev_dq.exporter import (
     serve_settings,
 )
 from kandev_dq.lab.scenarios.running import materialise
+from kandev_dq.project.settings import RECORDS_VARIABLE
+from kandev_dq.records.tables import runs as runs_table
 from kandev_dq.report import metrics
 from kandev_dq.run.check import run_check
-from kandev_dq.run.records.tables import runs as runs_table
-from kandev_dq.run.settings import RECORDS_VARIABLE
 from kandev_dq.store.reference import store_ref
 from tests.prometheus import prometheus
 from tests.replica import free_port, streaming_pair
@@ -206,6 +206,22 @@ def test_every_interface_takes_an_address_written_out(text):
             {"KANDEV_DQ_SERVE_FULL_EVERY": "daily"},
             "--full-every",
         ),
+        # One name per store, in order: two stores under one name would share a key ledger.
+        (
+            ("--store", "{store}", "--store", "{store}.2", "--store-name", "a"),
+            {},
+            "--store-name is given 1 time(s) for 2 store(s)",
+        ),
+        (
+            ("--store", "{store}", "--store", "{store}.2"),
+            {"KANDEV_DQ_STORE_NAME": "a"},
+            "$KANDEV_DQ_STORE_NAME names one store, and 2 are served",
+        ),
+        (
+            ("--store", "{store}", "--store", "{store}.2", *("--store-name", "a") * 2),
+            {},
+            "a store name is given twice",
+        ),
     ],
 )
 def test_bad_settings_are_refused_in_one_line_before_gx_loads(project, tmp_path, args, env, said):
@@ -220,6 +236,16 @@ def test_bad_settings_are_refused_in_one_line_before_gx_loads(project, tmp_path,
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith("kandev-dq: error: ") and said in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_each_store_served_takes_its_name_in_order(project, tmp_path, monkeypatch):
+    """``--store-name`` names the stores in the order ``--store`` gives them; the environment's
+    name is taken for one store alone."""
+    stores = [str(tmp_path / "a.db"), str(tmp_path / "b.db")]
+    named = serve_settings(stores, store_names=["kandev-a", "kandev-b"], project=project)
+    assert [ref.name for ref in named.stores] == ["kandev-a", "kandev-b"]
+    one = serve_settings(stores[:1], project=project, environ={"KANDEV_DQ_STORE_NAME": "only"})
+    assert [ref.name for ref in one.stores] == ["only"]
 
 
 def test_a_port_in_use_is_a_one_line_error(project, tmp_path):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 
 from kandev_dq.lab.storebuilder import StoreBuilder
 from kandev_dq.run.check import run_check
-from kandev_dq.text import csv_cell, html_inert
+from kandev_dq.text import command_options, csv_cell, html_inert
 
 #: A raw control character a terminal acts on (C0 but newline and tab, DEL, C1, bidi).
 RAW_CONTROL = re.compile(
@@ -79,3 +80,12 @@ def test_data_docs_pages_hold_no_raw_control_character(target, project):
         assert queries
     for query in queries:
         assert any(query in text for text in seen)
+
+
+def test_a_command_a_report_names_keeps_each_value_one_shell_word():
+    """A path holding a quote or a space stays one word when the reader pastes the command."""
+    values = ["/srv/o'brien/k.db", "a b", "$HOME;rm"]
+    options = command_options(
+        [("--store", values[0]), ("--name", None), *[("-x", v) for v in values[1:]]]
+    )
+    assert shlex.split(options) == ["--store", values[0], "-x", values[1], "-x", values[2]]

@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from kandev_dq.errors import StoreError
-from kandev_dq.run.settings import chosen, store_option
+from kandev_dq.project.settings import chosen, store_option
 from kandev_dq.store.reference import StoreRef, store_ref
 
 
 @pytest.mark.parametrize(
-    ("given", "shown", "ledger_name"),
+    ("given", "shown", "spelled_name"),
     [
         ("{tmp}/k.db", "sqlite:///{tmp}/k.db", "sqlite:{tmp}/k.db"),
         ("sqlite:///{tmp}/k.db", "sqlite:///{tmp}/k.db", "sqlite:{tmp}/k.db"),
@@ -28,12 +28,12 @@ from kandev_dq.store.reference import StoreRef, store_ref
         ),
     ],
 )
-def test_one_display_name_and_the_records_name_kept(given, shown, ledger_name, tmp_path):
+def test_one_display_name_and_the_records_name_kept(given, shown, spelled_name, tmp_path):
     """Every output shows a store by one name; the records name it as they always have (a SQLite
     store as ``sqlite:/path``): ledger rows and run names recorded before still match."""
     ref = store_ref(given.format(tmp=tmp_path))
     assert ref.shown == shown.format(tmp=tmp_path)
-    assert ref.ledger_name == (ledger_name or shown).format(tmp=tmp_path)
+    assert ref.spelled_name == (spelled_name or shown).format(tmp=tmp_path)
     assert "s3cret" not in repr(ref) and "s3cret" not in ref.shown
 
 
@@ -52,7 +52,7 @@ def test_a_path_or_a_plain_server_url_is_read_without_the_sql_toolkit(tmp_path):
         "import sys\n"
         "from kandev_dq.store.reference import store_ref\n"
         f"for given in ({str(tmp_path / 'k.db')!r}, 'postgresql://u:p@127.0.0.1:9/k'):\n"
-        "    ref = store_ref(given); ref.shown; ref.ledger_name\n"
+        "    ref = store_ref(given); ref.shown; ref.spelled_name\n"
         "print('sqlalchemy' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
@@ -95,7 +95,7 @@ def test_a_check_reads_its_store_and_its_records_once(target, project, monkeypat
     and every step after works on those references (on both dialects)."""
     import kandev_dq
     from kandev_dq.lab.storebuilder import StoreBuilder
-    from kandev_dq.run import inputs
+    from kandev_dq.project import settings
     from kandev_dq.store import reference
 
     StoreBuilder(target.engine).create()
@@ -103,8 +103,8 @@ def test_a_check_reads_its_store_and_its_records_once(target, project, monkeypat
     resolve = reference.resolve_url
     monkeypatch.setattr(reference, "resolve_url", lambda text: read.append(text) or resolve(text))
     options: list[str | None] = []
-    option = inputs.store_option
-    monkeypatch.setattr(inputs, "store_option", lambda text: options.append(text) or option(text))
+    option = settings.store_option
+    monkeypatch.setattr(settings, "store_option", lambda text: options.append(text) or option(text))
     report = kandev_dq.check(store=target.url, checkpoint="nightly", project=project)
     assert report.results and options == [target.url]
     assert len(read) == len(set(read)), read  # no text is read into a URL twice

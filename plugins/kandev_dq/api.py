@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # GX and the SQL toolkit load only when a call needs them
     from prometheus_client.registry import CollectorRegistry
 
+    from kandev_dq.gx.checkpoint import Progress
     from kandev_dq.migration.report import MigrationReport
     from kandev_dq.run.check import CheckReport
-    from kandev_dq.run.checkpoint import Progress
     from kandev_dq.store.reference import StoreRef
 
 
@@ -51,6 +51,7 @@ def check(
     progress: Progress | None = None,
     keep_days: int | None = None,
     strict: bool = False,
+    store_name: str | None = None,
 ) -> CheckReport:
     """Run ``checkpoint`` of ``project`` against ``store``; the report ``--format json`` prints.
 
@@ -64,18 +65,26 @@ def check(
     database of results and runs older than that many days when the run ends.
     ``report.project_deviations`` names where the project's checkpoint and suites differ from
     kandev-dq's rules; ``strict`` refuses such a project (KandevDqError) before the store is
-    opened.
+    opened. ``store_name`` (default: ``$KANDEV_DQ_STORE_NAME``) names the store in the records
+    database instead of its identity, which copies of one store share (``--store-name``).
     """
+    from kandev_dq.project.files import reads_live
+    from kandev_dq.project.settings import run_settings
     from kandev_dq.run import inputs
-    from kandev_dq.run.project import reads_live
-    from kandev_dq.run.settings import run_settings
 
     # A bad setting fails before the run, and before GX loads.
     keep_days = run_settings(keep_days, live=reads_live(checkpoint))
     project = Path(project) if project is not None else None
     # The store and the records database are read once here, and the run works on those.
     vetted = inputs.run_inputs(
-        project, store, checkpoint, allow_project_code, records, own_run_only=True, strict=strict
+        project,
+        store,
+        checkpoint,
+        allow_project_code,
+        records,
+        own_run_only=True,
+        strict=strict,
+        store_name=store_name,
     )
     folder = vetted.folder
     with loading_gx():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import enum
+from collections.abc import Iterable
 
 
 class ExitCode(enum.IntEnum):
@@ -21,6 +23,14 @@ class KandevDqError(Exception):
 
 class StoreError(KandevDqError):
     """The store could not be opened or is not a Kandev store."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """What the one-line refusal of a mistyped ``name`` ends with: the closest of ``known``
+    (difflib's ratio, as Python's own "Did you mean" for names), or nothing when none is
+    close."""
+    close = difflib.get_close_matches(name, dict.fromkeys(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def exception_message(result) -> str | None:

@@ -116,6 +116,7 @@ class ServeSettings:
 def serve_settings(
     stores: list[str] | None = None,
     *,
+    store_names: list[str] | None = None,
     project: Path | None = None,
     records: str | None = None,
     listen: str | None = None,
@@ -128,10 +129,16 @@ def serve_settings(
 ) -> ServeSettings:
     """The settings, each vetted before GX loads: bad input is a one-line error. The project
     is vetted as ``check`` vets it, for both checkpoints; a store need not be reachable (it
-    reads as down until it is), but its URL must read."""
+    reads as down until it is), but its URL must read. ``store_names`` name the stores in the
+    records database, one per store in order (``$KANDEV_DQ_STORE_NAME`` names one store
+    alone: several stores under one name would share one key ledger)."""
+    from kandev_dq.project.settings import (
+        STORE_NAME_VARIABLE,
+        chosen_store,
+        project_code_allowed_by_environment,
+    )
+    from kandev_dq.records import records_ref
     from kandev_dq.run import inputs
-    from kandev_dq.run.records import records_ref
-    from kandev_dq.run.settings import project_code_allowed_by_environment
 
     given = list(stores or []) or environ.get(STORES_VARIABLE, "").split()
     if not given and environ.get("KANDEV_STORE_URL"):
@@ -144,7 +151,21 @@ def serve_settings(
     full = full_checkpoint or environ.get(FULL_CHECKPOINT_VARIABLE) or "nightly"
     for checkpoint in (LIVE, full):
         inputs.checkpoint_name(folder, checkpoint)
-    refs = tuple(inputs.chosen_store(store) for store in given)
+    names = list(store_names or [])
+    if names and len(names) != len(given):
+        raise KandevDqError(
+            f"--store-name is given {len(names)} time(s) for {len(given)} store(s): "
+            "give one per --store, in the same order"
+        )
+    if not names and len(given) > 1 and environ.get(STORE_NAME_VARIABLE):
+        raise KandevDqError(
+            f"${STORE_NAME_VARIABLE} names one store, and {len(given)} are served: "
+            "give --store-name once per --store instead"
+        )
+    if len(set(names)) != len(names):
+        raise KandevDqError(f"a store name is given twice: {', '.join(sorted(names))}")
+    named = names or [environ.get(STORE_NAME_VARIABLE) or None] * len(given)
+    refs = tuple(chosen_store(store, name) for store, name in zip(given, named, strict=True))
     shown = [ref.shown for ref in refs]
     if len(set(shown)) != len(shown):
         raise KandevDqError(f"a store is named twice: {', '.join(sorted(shown))}")
@@ -174,7 +195,7 @@ class ProjectContexts:
         self._loaded: dict[str, Any] = {}
 
     def __call__(self, store_url: str) -> Any:
-        from kandev_dq.run.project import load_context
+        from kandev_dq.gx.context import load_context
 
         context = self._loaded.get(store_url)
         if context is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from collections.abc import Iterable
 
 #: Bidirectional embeddings, overrides and isolates: they reorder what a reader sees.
 _BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -44,6 +45,16 @@ def printable(text: object) -> str:
 def one_line(text: object) -> str:
     """:func:`printable`, with newlines and tabs escaped too (a table cell, an error line)."""
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def command_options(options: Iterable[tuple[str, str | None]]) -> str:
+    """The options of a command a report tells its reader to run, each value single-quoted for
+    a POSIX shell (a quote inside closed and reopened), an option without a value left out."""
+    return " ".join(
+        f"{flag} '{value.replace(chr(39), chr(39) + chr(92) + chr(39) + chr(39))}'"
+        for flag, value in options
+        if value
+    )
 
 
 def markdown_code(text: object) -> str:

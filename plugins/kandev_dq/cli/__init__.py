@@ -7,8 +7,11 @@ store, not a Kandev store, broken project). Errors are one line on stderr, never
 
 This module makes the application and its entry point; the commands live in modules by role
 (:mod:`.checking`, :mod:`.store_commands`, :mod:`.scenarios`, :mod:`.records`,
-:mod:`.serving`), what they
+:mod:`.serving`, :mod:`.doctor`), what they
 print in :mod:`.output`, the options they share in :mod:`.options`.
+
+May import every layer, ``lab`` included (the composition root); a module reaching GX only
+inside the command that needs it, so ``--help`` and the other commands never load GX.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Annotated
 
 import typer
 
-from kandev_dq.cli import checking, records, scenarios, serving, store_commands
+from kandev_dq.cli import checking, doctor, records, scenarios, serving, store_commands
 from kandev_dq.cli.output import ErrorDocument, could_not_run, err, say
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.text import one_line
@@ -68,6 +71,7 @@ for _command in (
     serving.serve,
     store_commands.demo,
     store_commands.init,
+    doctor.doctor,
     checking.rules,
 ):
     app.command()(_command)
@@ -119,7 +123,7 @@ def main() -> None:
         err.print("kandev-dq: interrupted", markup=False)
         sys.exit(int(ExitCode.COULD_NOT_RUN))
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-        from kandev_dq.run.settings import DEBUG_VARIABLE, debugging
+        from kandev_dq.project.settings import DEBUG_VARIABLE, debugging
 
         if debugging():
             raise

@@ -30,9 +30,12 @@ from kandev_dq.cli.options import (
     ProjectOption,
     QuietOption,
     RecordsOption,
+    StoreNameOption,
     StoreOption,
     StrictOption,
     checked_inputs,
+    complete_checkpoints,
+    complete_rules,
     vetted_project,
 )
 from kandev_dq.cli.output import errors_as, print_report, progress, say, used
@@ -47,12 +50,24 @@ def check(
     ctx: typer.Context,
     store: StoreOption = None,
     checkpoint: Annotated[
-        str, typer.Option(help="nightly, pre_release, post_migration or live.")
+        str,
+        typer.Option(
+            help="nightly, pre_release, post_migration or live.",
+            autocompletion=complete_checkpoints,
+        ),
     ] = "nightly",
     output_format: Annotated[CheckFormat, typer.Option("--format")] = CheckFormat.text,
     fail_on: Annotated[FailOn, typer.Option("--fail-on")] = FailOn.error,
     project: ProjectOption = None,
-    quiet: QuietOption = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet",
+            "-q",
+            help="No progress lines on stderr, and no live window lines in the text report.",
+            show_default=False,
+        ),
+    ] = False,
     allow_project_code: AllowCodeOption = False,
     records: RecordsOption = None,
     keep_days: Annotated[
@@ -67,15 +82,16 @@ def check(
         ),
     ] = None,
     strict: StrictOption = False,
+    store_name: StoreNameOption = None,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     document = errors_as(ctx, output_format)
     target: str | StoreRef | None = store
     if output_format is CheckFormat.openmetrics:
-        from kandev_dq.run.inputs import chosen_store
+        from kandev_dq.project.settings import chosen_store
 
         # Read once here: a run that cannot happen still reports this store as down.
-        target = chosen_store(store)
+        target = chosen_store(store, store_name)
         document.store = target.shown
     report = api.check(  # vets its inputs before GX loads, as checked_inputs does
         target,
@@ -86,6 +102,7 @@ def check(
         progress=progress(quiet),
         keep_days=keep_days,
         strict=strict,
+        store_name=store_name,
     )
     from kandev_dq.run.check import verdict_line
     from kandev_dq.run.inputs import project_folder
@@ -103,7 +120,7 @@ def check(
 
         sys.stdout.write(run_exposition(report))
     else:
-        print_report(report, verdict_line(report))
+        print_report(report, verdict_line(report), quiet=quiet)
     raise typer.Exit(int(report.exit_code(fail_on.value)))
 
 
@@ -118,10 +135,17 @@ def audit(
     allow_project_code: AllowCodeOption = False,
     records: RecordsOption = None,
     strict: StrictOption = False,
+    store_name: StoreNameOption = None,
 ) -> None:
     """Run pre_release and keep it: data docs copy, summary.json, SUMMARY.md in one folder."""
     vetted = checked_inputs(
-        project, store, "pre_release", allow_project_code, records, strict=strict
+        project,
+        store,
+        "pre_release",
+        allow_project_code,
+        records,
+        strict=strict,
+        store_name=store_name,
     )
     folder = vetted.folder
     with loading_gx():
@@ -153,15 +177,18 @@ def history(
     output_format: Annotated[Format, typer.Option("--format")] = Format.text,
     allow_project_code: AllowCodeOption = False,
     records: RecordsOption = None,
+    store_name: StoreNameOption = None,
 ) -> None:
     """Past runs of a store, newest first, from the records database: when each rule started
     failing, when the write-once baseline was taken, and every accepted key reset."""
     errors_as(ctx, output_format)
     folder = vetted_project(project, allow_project_code)
+    from kandev_dq.project.settings import chosen_store
     from kandev_dq.report.history import history as past_runs  # reads no GX
     from kandev_dq.report.history import render
 
-    past = past_runs(folder, store, limit, allow_project_code=allow_project_code, records=records)
+    target = chosen_store(store, store_name)
+    past = past_runs(folder, target, limit, allow_project_code=allow_project_code, records=records)
     used(folder)
     if output_format is Format.json:
         print(json.dumps(past.to_json(), default=str))
@@ -182,6 +209,7 @@ def explain(
             metavar="EXPECTATION",
             help="An expectation, e.g. expect_no_orphan_"
             "subagent_rows (`kandev-dq rules` lists them).",
+            autocompletion=complete_rules,
         ),
     ],
     store: StoreOption = None,
@@ -199,20 +227,24 @@ def explain(
     ] = ExplainFormat.text,
     project: ProjectOption = None,
     records: RecordsOption = None,
+    allow_project_code: AllowCodeOption = False,
+    store_name: StoreNameOption = None,
 ) -> None:
     """A rule's AC ids, its sentence and the SELECT listing every item it counts (no store
-    given or found: the rule alone; the query needs a store's dialect and schema)."""
+    given or found: the rule alone; the query needs a store's dialect and schema). The rule's
+    severity and arguments are the project's, as `check` runs it."""
+    from kandev_dq.project.settings import store_option
     from kandev_dq.run import inputs
-    from kandev_dq.run.settings import store_option
 
     inputs.expectation_name(expectation)  # vetted without GX, as the store is
+    folder = vetted_project(project, allow_project_code)
     if not run and output_format is ExplainFormat.text:
         try:
             store_option(store)
         except KandevDqError:
-            _describe_rule(expectation)
+            _describe_rule(expectation, folder)
             return
-    ref = inputs.kandev_store(store)
+    ref = inputs.kandev_store(store, store_name)
     from kandev_dq.run.explain import SHOWN_ROWS  # judged by the verdicts: GX never loads
     from kandev_dq.run.explain import explain as explained_rule
 
@@ -222,13 +254,15 @@ def explain(
         expectation,
         run=run or every_row,
         every_row=every_row,
-        project=inputs.project_folder(project),
+        project=folder,
         records=records,
     )
     if every_row:
         _write_csv(found)
         return
     say(f"{found.expectation} [{', '.join(found.rules)}] {found.severity}, suite {found.suite}")
+    if not found.in_project:
+        say(NOT_IN_PROJECT)
     say(found.sentence)
     say(one_line(f"on {found.store} ({found.dialect}): {_verdict_word(found)}: {found.message}"))
     if found.query is None:
@@ -260,16 +294,26 @@ def _verdict_word(found) -> str:
     return "passed" if found.success else "FAILED"
 
 
-def _describe_rule(expectation: str) -> None:
-    """A rule without a store: its AC ids, severity, suites and sentence (the rule index), what
-    each AC it encodes says (the catalogue) and what it reads; GX is not loaded."""
+#: Said of a rule the project's suites do not run: it is described as kandev-dq runs it.
+NOT_IN_PROJECT = "the project's suites do not run this rule: shown as kandev-dq's suites run it"
+
+
+def _describe_rule(expectation: str, project: Path) -> None:
+    """A rule without a store: its AC ids, suites and sentence (the rule index), its severity in
+    ``project`` (as `check` runs it), what each AC it encodes says (the catalogue) and what it
+    reads; GX is not loaded."""
     from kandev_dq.contract.catalogue import BY_ID
     from kandev_dq.contract.rule_index import RULE_INDEX, RULE_SENTENCES, SUITE_TABLES
+    from kandev_dq.project.deviations import project_entry
 
     indexed = [r for r in RULE_INDEX if r.expectation == expectation]  # vetted: never empty
     first = indexed[0]
     suites = ", ".join(r.suite for r in indexed)
-    say(f"{expectation} [{', '.join(first.rules)}] {first.severity}, suite {suites}")
+    held = project_entry(project, expectation)
+    severity = first.severity if held is None else held[1]
+    say(f"{expectation} [{', '.join(first.rules)}] {severity}, suite {suites}")
+    if held is None:
+        say(NOT_IN_PROJECT)
     say(RULE_SENTENCES[expectation])
     for ac in first.rules:
         say(f"{ac}: {BY_ID[ac].summary}")

@@ -120,9 +120,9 @@ def could_not_run(message: str, exit_code: int, document: ErrorDocument) -> None
 FINDING_MIN_WIDTH = 60
 
 
-def print_report(report, headline: str) -> None:
+def print_report(report, headline: str, *, quiet: bool = False) -> None:
     """A check's report as text: the failed and warned rules, the verdict and what the run
-    read (``check``, ``demo``)."""
+    read (``check``, ``demo``); ``quiet`` leaves out what a live run read (its window lines)."""
     flagged = [r for r in report.results if not r.success and r.severity != "info"]
     # A rule name is what a reader copies into `explain`: never split. A terminal too narrow
     # for it beside a readable finding gets one block per rule, the finding wrapped below.
@@ -148,7 +148,10 @@ def print_report(report, headline: str) -> None:
     from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 
     say(headline)
-    from kandev_dq.run.check import deviation_lines, window_lines
+    # Below the verdict, one whole line each (a terminal wraps it; copied, it stays one command).
+    for r in flagged:
+        say(one_line(f"explain: {report.explain_command(r.expectation)}"))
+    from kandev_dq.run.check import deviation_lines
 
     for line in deviation_lines(report):  # the verdict is the project's: say where it differs
         say(one_line(line))
@@ -168,12 +171,53 @@ def print_report(report, headline: str) -> None:
         say(one_line(baseline))
     if report.state != "fully_activated" and report.state_explanation:
         say(one_line(report.state_explanation))
-    for line in window_lines(report):  # what a live run read, and through which index
-        say(one_line(line))
+    if not quiet:  # what a live run read, and through which index
+        for line in short_window_lines(report):
+            say(line)
     if report.docs_index:
         say(f"data docs: {report.docs_index}")
     if report.pruned is not None:
         say(report.pruned.said(report.records))
+
+
+#: A live window's line in text output, at most: a run every few minutes fills a log with
+#: them, so each says what its read covered; the full detail stays in JSON and the data docs.
+WINDOW_LINE_CHARS = 120
+
+
+def short_window_lines(report) -> list[str]:
+    """What a live run read, one escaped line of at most :data:`WINDOW_LINE_CHARS` per window
+    (and the standby's lag, where the store is one)."""
+    from kandev_dq.run.check import window_lines
+
+    replica = [line for line in window_lines(report) if line.startswith("replica: ")]
+    summaries = [_window_summary(suite, window) for suite, window in report.windows.items()]
+    return [_cut(one_line(line), WINDOW_LINE_CHARS) for line in replica + summaries]
+
+
+def _window_summary(suite: str, window: dict) -> str:
+    """A window in brief: from when (or in full, and why), how many reads an index served and
+    how many scanned, the open findings' sessions it re-read, how many of the owner's indexes
+    (docs/interpretations.md) the store lacks; the JSON's ``windows`` names each."""
+    from kandev_dq.facts.window import MISSING
+
+    if not window.get("start"):
+        return f"{suite} read in full: {window.get('reason')}"
+    reads = {name: how for name, how in (window.get("reads") or {}).items() if name != MISSING}
+    scanned = sum("scan:" in str(how) for how in reads.values())
+    line = f"{suite} read from {window['start']}: {len(reads) - scanned} read(s) by index, "
+    line += f"{scanned} by scan"
+    opened = window.get("open") or {}
+    if opened.get("findings"):
+        line += f", {opened.get('sessions')} open session(s) re-read"
+    lacking = (window.get("reads") or {}).get(MISSING)
+    if lacking:
+        line += f"; {len(str(lacking).split(', '))} owner index(es) missing"
+    return line
+
+
+def _cut(line: str, most: int) -> str:
+    return line if len(line) <= most else f"{line[: most - 1]}…"
 
 
 def _standing(result) -> str:

@@ -1,5 +1,5 @@
 """``kandev-dq ledger`` and ``kandev-dq records``: the records database's key ledger and its
-retention (:mod:`kandev_dq.run.ledger_commands`, :mod:`kandev_dq.run.records`)."""
+retention (:mod:`kandev_dq.records.accept`, :mod:`kandev_dq.records`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,14 @@ from typing import Annotated
 
 import typer
 
-from kandev_dq.cli.options import Format, ProjectOption, RecordsOption, StoreOption, project_of
+from kandev_dq.cli.options import (
+    Format,
+    ProjectOption,
+    RecordsOption,
+    StoreNameOption,
+    StoreOption,
+    project_of,
+)
 from kandev_dq.cli.output import errors_as, say
 from kandev_dq.text import one_line
 
@@ -26,14 +33,16 @@ def ledger_show(
     project: ProjectOption = None,
     records: RecordsOption = None,
     output_format: Annotated[Format, typer.Option("--format")] = Format.text,
+    store_name: StoreNameOption = None,
 ) -> None:
     """A store's write-once baseline, first key values and accepted resets."""
     errors_as(ctx, output_format)
     from dataclasses import asdict
 
-    from kandev_dq.run.ledger_commands import ledger_view, render_ledger
+    from kandev_dq.project.settings import chosen_store
+    from kandev_dq.records.accept import ledger_view, render_ledger
 
-    view = ledger_view(project_of(project), store, records)
+    view = ledger_view(project_of(project), chosen_store(store, store_name), records)
     if output_format is Format.json:
         print(json.dumps(asdict(view), default=str))
         return
@@ -50,12 +59,15 @@ def ledger_accept(
     store: StoreOption = None,
     project: ProjectOption = None,
     records: RecordsOption = None,
+    store_name: StoreNameOption = None,
 ) -> None:
     """Accept a key's current value after a legitimate reset (recorded with time, user and
     reason; the next check compares with it). Reads the store, never writes it."""
-    from kandev_dq.run.ledger_commands import accepted_for
+    from kandev_dq.records.accept import accepted_for
 
-    accept, ref = accepted_for(project_of(project), store, key, reason, records)
+    accept, ref = accepted_for(
+        project_of(project), store, key, reason, records, store_name=store_name
+    )
     same = " (the value it already expected: nothing changes)" if accept.unchanged else ""
     say(
         one_line(
@@ -86,7 +98,7 @@ def records_prune(
 
     `check --keep-days N` or $KANDEV_DQ_RECORDS_KEEP_DAYS prunes the same way at the end of
     every check run."""
-    from kandev_dq.run.records import Records, records_ref
+    from kandev_dq.records import Records, records_ref
 
     with Records(records_ref(project_of(project), records)) as opened:
         say(opened.prune(keep_days, dry_run=dry_run).said(opened.shown))

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kandev_dq.cli import output
+from kandev_dq.cli.options import complete_scenarios
 from kandev_dq.cli.output import say
 from kandev_dq.errors import ExitCode
 from kandev_dq.text import one_line
@@ -25,7 +26,12 @@ app = typer.Typer(
     help="Named fault and healthy stores that prove the suite's verdicts "
     "(docs/detection-matrix.md).",
 )
-ScenarioName = Annotated[str, typer.Argument(help="A scenario (see `kandev-dq scenarios list`).")]
+ScenarioName = Annotated[
+    str,
+    typer.Argument(
+        help="A scenario (see `kandev-dq scenarios list`).", autocompletion=complete_scenarios
+    ),
+]
 ScenarioStore = Annotated[
     str, typer.Option("--store", help="SQLite file path or PostgreSQL URL (an empty one).")
 ]

@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from kandev_dq.cli.options import AllowCodeOption, ProjectOption, RecordsOption
+from kandev_dq.cli.options import (
+    AllowCodeOption,
+    ProjectOption,
+    RecordsOption,
+    complete_checkpoints,
+)
 
 
 def _every(help_text: str) -> typer.Option:
@@ -22,6 +27,17 @@ def serve(
             metavar="URL|PATH",
             help="A store to check; repeat for several. Default: $KANDEV_DQ_SERVE_STORES "
             "(URLs or paths separated by spaces), then $KANDEV_STORE_URL.",
+            show_default=False,
+        ),
+    ] = None,
+    store_name: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--store-name",
+            metavar="NAME",
+            help="A store's name in the records database instead of its identity (names "
+            "copies of one store apart): repeat once per --store, in the same order. "
+            "Default: $KANDEV_DQ_STORE_NAME when one store is served, then the identity.",
             show_default=False,
         ),
     ] = None,
@@ -54,6 +70,7 @@ def serve(
             metavar="NAME",
             help="The full checkpoint. Default: $KANDEV_DQ_SERVE_FULL_CHECKPOINT, then nightly.",
             show_default=False,
+            autocompletion=complete_checkpoints,
         ),
     ] = None,
     time_limit: Annotated[
@@ -73,6 +90,7 @@ def serve(
 
     settings = exporter.serve_settings(
         store,
+        store_names=store_name,
         project=project,
         records=records,
         listen=listen,

@@ -101,7 +101,7 @@ def init(
     ] = False,
 ) -> None:
     """Write a working GX project (yml, suites, validation definitions, checkpoints)."""
-    from kandev_dq.run.project import init_project
+    from kandev_dq.project.files import init_project
 
     init_project(folder, force=force)
     say(f"kandev-dq project written to {folder}")

@@ -1,7 +1,7 @@
 """Which expectation runs in which suite, at which severity, citing which ACs: read without GX.
 
 ``kandev-dq rules`` prints its table from here and the catalogue, and ``kandev-dq init`` writes
-the suites from here (:func:`kandev_dq.run.plan.suite_plan`), so neither needs GX (slow to
+the suites from here (:func:`kandev_dq.project.plan.suite_plan`), so neither needs GX (slow to
 import) nor a project. Each expectation's severity and AC ids are declared here once, in its
 full-read suite: a live suite running it takes the same, and its verdict
 (:mod:`kandev_dq.verdicts`) and GX class read them from :func:`indexed`.
@@ -28,9 +28,19 @@ class IndexedRule:
 #: The GX metric giving the write-once rules (AC-24) this store's key ledger and baseline from the
 #: records database: named here because the rules (below the records) depend on it by name.
 WRITE_ONCE_LEDGER = "kandev.write_once_ledger"
-#: The GX metric deciding a live suite's change window from the records database (the run
-#: layer's :mod:`kandev_dq.run.live_window`); the windowed facts families depend on it by name.
+#: The GX metric deciding a live suite's change window from the records database
+#: (:mod:`kandev_dq.gx.live_window`, deciding with :mod:`kandev_dq.records.watermark`); the
+#: windowed facts families depend on it by name.
 LIVE_WINDOW = "kandev.live_window"
+#: The value key naming the live suite whose last stored run starts a windowed family's window
+#: (None: everything since capture_since, nightly's read). Its window is :data:`LIVE_WINDOW`,
+#: decided once per validation.
+LIVE_KEY = "live_window"
+#: The details key of a failing live rule's counted sessions, which its next run re-reads
+#: (the finding stays open until a run re-reading them finds it gone); or, past the bound,
+#: of why none is carried (the next run reads in full).
+OPEN_SESSIONS = "open_sessions"
+OPEN_SESSIONS_CUT = "open_sessions_cut"
 
 
 def severity_word(gx_severity: str | None) -> str:

@@ -2,7 +2,10 @@
 
 Importing this package registers every expectation and facts metric with GX; it must happen
 before any suite, checkpoint or data docs are loaded (GX drops unknown expectation types from
-a suite silently), which :mod:`kandev_dq.run.project` guarantees.
+a suite silently), which :mod:`kandev_dq.gx.context` guarantees.
+
+May import ``verdicts``, ``facts``, ``store``, ``sql``, ``contract``, ``errors`` and ``text``;
+never the project, the records database or the GX seam above it.
 """
 
 from kandev_dq.expectations import (

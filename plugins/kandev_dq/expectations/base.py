@@ -32,7 +32,13 @@ from great_expectations.render.renderer.renderer import renderer
 from great_expectations.util import camel_to_snake
 from great_expectations.validator.metric_configuration import MetricConfiguration
 
-from kandev_dq.contract.rule_index import LIVE_WINDOW, severity_word
+from kandev_dq.contract.rule_index import (
+    LIVE_KEY,
+    LIVE_WINDOW,
+    OPEN_SESSIONS,
+    OPEN_SESSIONS_CUT,
+    severity_word,
+)
 from kandev_dq.errors import exception_message
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
@@ -104,16 +110,14 @@ def register_metric(
     return name
 
 
-#: The value key naming the live suite whose last stored run starts a windowed family's window
-#: (None: everything since capture_since, nightly's read). Its window is :data:`LIVE_WINDOW`,
-#: a metric of the run layer (:mod:`kandev_dq.run.live_window`), decided once per validation.
-LIVE_KEY = "live_window"
 #: What the window metric adds to a windowed family's ``window`` fact besides its start
-#: (``open``: how many open findings, over how many sessions, were re-read, and which full
+#: (``store``: as every output names it; ``records_key``: its name in the records database;
+#: ``open``: how many open findings, over how many sessions, were re-read, and which full
 #: run's verdicts they are where one settled them after the suite's last live run).
 WINDOW_RECORD = (
     "suite",
     "store",
+    "records_key",
     "watermark",
     "previous",
     "overlap_minutes",
@@ -121,11 +125,6 @@ WINDOW_RECORD = (
     "replica",
     "open",
 )
-#: The details key of a failing live rule's counted sessions, which its next run re-reads
-#: (the finding stays open until a run re-reading them finds it gone); or, past the bound,
-#: of why none is carried (the next run reads in full).
-OPEN_SESSIONS = "open_sessions"
-OPEN_SESSIONS_CUT = "open_sessions_cut"
 
 
 def register_facts(family: Family) -> str:
@@ -253,7 +252,7 @@ class KandevExpectation(BatchExpectation):
             found.details = {**found.details, LIVE_KEY: facts["window"]}
         if not found.success:
             # What it counted stays open: the next live run re-reads it, after a live run or a
-            # full one alike (run/live_window.py).
+            # full one alike (records/watermark.py).
             found.details.update(carried(self.judged_by().counted_part(facts)))
         return self.result_of(found)
 
@@ -365,9 +364,7 @@ class KandevExpectation(BatchExpectation):
                 content_block_type="table",
                 # GX inserts plain strings into the page verbatim: row values are escaped here.
                 header_row=[html.escape(str(column)) for column in columns],
-                table=[
-                    [html.escape(_short(row.get(column))) for column in columns] for row in rows
-                ],
+                table=[[_cell(column, row.get(column)) for column in columns] for row in rows],
                 styling={"body": {"classes": ["table", "table-bordered", "table-sm", "mt-3"]}},
             ),
         ]
@@ -445,6 +442,14 @@ def listing_block(query: str, count: int | None) -> RenderedStringTemplateConten
     )
 
 
+def _cell(column: str, value: Any) -> str:
+    """A sampled value as its table cell shows it, escaped; an id kept on one line (its table
+    scrolls sideways in its cell rather than squeezing an id to a few characters a line)."""
+    shown = html.escape(_short(value))
+    is_id = column == "id" or column.endswith("_id")
+    return f'<span class="kandev-id">{shown}</span>' if is_id else shown
+
+
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 300 else text[:297] + "..."
@@ -473,7 +478,7 @@ def _observed_content(value: Any) -> RenderedStringTemplateContent:
 class LiveScopedExpectation(KandevExpectation):
     """A rule a ``live`` suite also runs: given ``live_window`` (the live suite's name), its
     facts are read over what changed since that suite's last stored run on this store
-    (:mod:`kandev_dq.run.live_window`), with the same judge, AC ids and severity."""
+    (:mod:`kandev_dq.records.watermark`), with the same judge, AC ids and severity."""
 
     live_window: str | None = pydantic.Field(
         default=None,

@@ -248,14 +248,18 @@ def disclosure_facts(conn: sa.Connection) -> DisclosureFacts:
     else:
         identity = sa.literal("unknown")
     columns.append(identity.label("execution_identity"))
-    grouped = sa.select(rows.source, *columns, sa.func.count().label("rows")).select_from(subagents)
+    # Grouped on bounded values read first: SQLite's grouping sorter carries each column the
+    # grouped expressions read (a 50 MB source or execution id held there several times).
+    cut = read_once(sa.select(stored_key_token(rows.source).label("source"), *columns))
+    cut = cut.select_from(subagents).subquery("cut")
+    grouped = sa.select(*cut.c, sa.func.count().label("rows"))
     grouped = grouped.group_by(*(sa.literal_column(str(i)) for i in range(1, len(columns) + 2)))
     cells = grouped.subquery("cells")
     # Each cell's source as shown, cut after grouping: a huge (or NUL-led) source is its
-    # head, size and digest in the result (AC-25), and no row is cut only to be grouped.
+    # size and digest in the result (AC-25), and no row is cut only to be grouped.
     prepare(conn)
     shown_cells = sa.select(
-        shown(cells.c.source, SAMPLE_VALUE_CHARS).label("source"),
+        shown(key_shown(cells.c.source), SAMPLE_VALUE_CHARS).label("source"),
         *(cells.c[c.key] for c in columns),
         cells.c.rows,
     )

@@ -45,14 +45,16 @@ from kandev_dq.sql.dialect import (
     utc_instant,
 )
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.sql.listing import listing_of
+from kandev_dq.sql.listing import Listing, listing_of
 from kandev_dq.sql.mapping import (
     BACKFILL_COLUMNS,
+    COMPARED_AS_TOKENS,
     UNBOUNDED_TEXT,
     backfill_select,
     fenced,
     metadata_fields,
     qualifies,
+    settled_at,
     subagent_messages,
 )
 from kandev_dq.sql.messages import count_and_sample, message_doc, stored_metadata
@@ -105,13 +107,17 @@ def _empty(reason: str, *, table_exists: bool) -> BackfillFacts:
 class _Comparison:
     """Every stored row joined to the expected row of its key, with the predicates the families
     share. ``b`` is the stored row, ``e`` the expected one (NULL when no message maps to it),
-    ``t`` the expected row's :data:`~kandev_dq.sql.mapping.UNBOUNDED_TEXT` fields. ``apart``
+    ``t`` the expected row's :data:`~kandev_dq.sql.mapping.READ_BY_ID` fields and its
+    ``settled_at`` (on SQLite read from its message by id, after the join). ``apart``
     (SQLite; None elsewhere): the rows whose unbounded texts the counting statement leaves to
     :func:`_texts_apart`, and ``pair_texts`` the statement comparing one of them."""
 
     b: Any
     e: Any
     t: Any
+    #: The stored row's :data:`~kandev_dq.sql.mapping.COMPARED_AS_TOKENS` as compared with
+    #: ``e``'s: their tokens, or the columns themselves for a listing.
+    tokens: dict[str, sa.ColumnElement]
     joined: sa.Join
     execution: sa.ColumnElement
     is_backfill: sa.ColumnElement[bool]
@@ -225,10 +231,30 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         "capture_since": keys[CAPTURE_SINCE],
         "backfill_rows": counts["backfill_rows"],
         "expected_rows": int(expected_rows),
+        "expected_listing": _mapped_without_backfill(conn, listed),
         "compared_in_full": counts["matched_rows"] - counts["drifted_rows"],
         "write_once_fields_only": counts["drifted_rows"],
         "families": {name: winner if name == "winner" else families[name] for name in FAMILIES},
     }
+
+
+def _mapped_without_backfill(conn: sa.Connection, cmp: _Comparison) -> Listing:
+    """The message keys the backfill maps while the table holds no backfill row: what the
+    not-vacuous rule counts when it fails, so empty once any backfill row is there."""
+    e = cmp.e
+    backfilled = sa.select(sa.literal(1)).select_from(cmp.b.source.table).where(cmp.is_backfill)
+    return listing_of(
+        conn,
+        sa.select(
+            e.id.label("message_id"),
+            e.task_session_id,
+            e.tool_call_id,
+            e.observed_at.label("created_at"),
+        )
+        .where(~backfilled.exists())
+        .order_by(e.observed_at, e.id),
+        "message key the backfill maps, and no backfill row",
+    )
 
 
 def _key(cmp: _Comparison) -> tuple[sa.ColumnElement, ...]:
@@ -313,11 +339,12 @@ def _compare(
     expected = fenced(expected).subquery("expected")
     e = expected.c
     # Joined on the key's token (sql/compared.py): the same pairs, and no 50 MB key held by
-    # the ranking's sorter, the materialised rows and their index (0.9 GB on SQLite).
-    stored_key = stored_key_token(b.tool_call_id) if key_tokens else b.tool_call_id
+    # the ranking's sorter, the materialised rows and their index (0.9 GB on SQLite); the
+    # task and turn ids are compared by token alike.
+    tokens = {c: stored_key_token(b[c]) if key_tokens else b[c] for c in COMPARED_AS_TOKENS}
     joined = expected.join(
         table,
-        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == stored_key),
+        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == tokens["tool_call_id"]),
         full=True,
     )
     texts = e
@@ -335,6 +362,10 @@ def _compare(
         )
         joined = joined.outerjoin(message, message.c.id == e.id).outerjoin(walk, sa.true())
         texts = {field.name: field for field in fields}
+        # updated_at too (mapping.READ_BY_ID): SQLite's text of any size, copied into the
+        # materialised expected rows twice (updated_at, settled_at) and held by their sorter.
+        texts["updated_at"] = message.c.updated_at
+        texts["settled_at"] = settled_at(e.tool_status, message.c.updated_at)
         # The ranking above parsed every expected message, and SQLite keeps a statement's
         # last parses (text and binary form) until it ends: a huge description compared here
         # was held five times (that parse, the message read again, the field, the row's
@@ -364,7 +395,7 @@ def _compare(
             "message_changed_since", Instant(capture.micro - timedelta(minutes=window_minutes))
         )
         drifted = sa.or_(
-            at_or_after(b.updated_at, merged_since), at_or_after(e.updated_at, changed_since)
+            at_or_after(b.updated_at, merged_since), at_or_after(texts["updated_at"], changed_since)
         )
     else:
         drifted = sa.false()
@@ -373,6 +404,7 @@ def _compare(
         b=b,
         e=e,
         t=texts,
+        tokens=tokens,
         joined=joined,
         execution=execution,
         is_backfill=is_backfill,
@@ -473,20 +505,21 @@ def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.Column
     """Each family's offence over the joined set (one rule each)."""
     b, e, execution, matched, drifted = cmp.b, cmp.e, cmp.execution, cmp.matched, cmp.drifted
     is_backfill, relabel_candidate = cmp.is_backfill, cmp.relabel_candidate
+    task_id, turn_id = cmp.tokens["task_id"], cmp.tokens["turn_id"]
     unknown = sa.literal(schema.UNKNOWN_EXECUTION, sa.Text)
     strict = sa.and_(matched, sa.not_(drifted))
     not_the_winner = losers.candidates
     return {
         # AC-21: the message's own session (the join key) and task; AC-31: the sentinel.
         "identity": sa.and_(
-            matched, sa.or_(_differs(b.task_id, e.task_id), _differs(execution, unknown))
+            matched, sa.or_(_differs(task_id, e.task_id), _differs(execution, unknown))
         ),
         # AC-2a: a known turn is never lost or replaced; a NULL may be filled forward only
         # by a later (live) write.
         "turn_id": sa.and_(
             matched,
             sa.or_(
-                sa.and_(e.turn_id.is_not(None), _differs(b.turn_id, e.turn_id)),
+                sa.and_(e.turn_id.is_not(None), _differs(turn_id, e.turn_id)),
                 sa.and_(e.turn_id.is_(None), b.turn_id.is_not(None), sa.not_(drifted)),
             ),
         ),
@@ -506,8 +539,8 @@ def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.Column
         "settled_at": sa.and_(
             strict,
             sa.or_(
-                instants_differ(b.settled_at, e.settled_at),
-                instants_differ(b.updated_at, e.updated_at),
+                instants_differ(b.settled_at, cmp.t["settled_at"]),
+                instants_differ(b.updated_at, cmp.t["updated_at"]),
             ),
         ),
         # AC-21b: candidates only; the family is the candidates carrying a loser's values.
@@ -559,9 +592,9 @@ def _shown(cmp: _Comparison) -> dict[str, tuple]:
         "settled_at": (
             b.tool_status,
             b.settled_at,
-            e.settled_at.label("expected_settled_at"),
+            cmp.t["settled_at"].label("expected_settled_at"),
             b.updated_at,
-            e.updated_at.label("message_updated_at"),
+            cmp.t["updated_at"].label("message_updated_at"),
         ),
         "winner": (b.observed_at, e.observed_at.label("winner_created_at")),
         "orphan": (b.task_id, b.observed_at),

@@ -162,7 +162,17 @@ def health_facts(conn: sa.Connection, window: ChangeWindow | None = None) -> Hea
             k.last_observed_at,
         ).where(k.rows > 1)
         sample = sample_of(conn, colliding.order_by(k.task_session_id, k.tool_call_id))
-    facts["collisions"] = {"count": rows - keys, "rows": rows, "keys": keys, "sample": sample}
+    facts["collisions"] = {
+        "count": rows - keys,
+        "rows": rows,
+        "keys": keys,
+        "sample": sample,
+        "listing": listing_of(
+            conn,
+            _further_rows(bound, read, with_execution=shape.has_execution_column),
+            "a further row of a key already observed since capture_since (AC-32)",
+        ),
+    }
     return facts
 
 
@@ -181,6 +191,41 @@ def _unmatched(k) -> sa.Select:
         sa.select(k.task_session_id, k.tool_call_id, k.row_id, k.rows, k.first_observed_at)
         .where(k.observed == 1, k.messaged == 0)
         .order_by(k.first_observed_at, k.task_session_id, k.tool_call_id)
+    )
+
+
+def _further_rows(
+    bound: sa.BindParameter, read: WindowRead | None, *, with_execution: bool
+) -> sa.Select:
+    """The collisions' rows: each row since ``:since`` after the first of its key (by observed
+    instant, then id), so there are rows minus keys of them (AC-32), grouped by the key itself
+    as a listing runs where kandev-dq's digest function is not registered."""
+    r = subagents.c
+    in_window = (
+        [read.in_sessions(r.task_session_id, listing=True)] if read and not read.full else []
+    )
+    key = (r.task_session_id, r.tool_call_id)
+    execution = [r.agent_execution_id] if with_execution else []
+    ranked = (
+        sa.select(
+            r.task_session_id,
+            r.tool_call_id,
+            r.id,
+            *execution,
+            r.observed_at,
+            sa.func.row_number()
+            .over(partition_by=key, order_by=(utc_instant(r.observed_at), r.id))
+            .label("nth_of_key"),
+        )
+        .where(at_or_after(r.observed_at, bound), *in_window)
+        .subquery("rows_since")
+    )
+    c = ranked.c
+    shown = [c.task_session_id, c.tool_call_id, c.id, *(c[x.key] for x in execution)]
+    return (
+        sa.select(*shown, c.observed_at)
+        .where(c.nth_of_key > 1)
+        .order_by(c.task_session_id, c.tool_call_id, c.nth_of_key)
     )
 
 
@@ -240,6 +285,9 @@ def _ledger(
     windowed = read is not None and not read.full
     compared = (lambda key: key) if listing else key_token
     stored = (lambda key: key) if listing else stored_key_token
+    # A listing keeps each timestamp as stored: it shows it beside its instant (README).
+    instant = (lambda column: column) if listing else utc_instant
+    no_instant = sa.type_coerce(_NULL, subagents.c.observed_at.type) if listing else _NULL
 
     def within(column) -> sa.ColumnElement[bool]:
         assert read is not None
@@ -255,28 +303,28 @@ def _ledger(
         sessions=driving,
     )
     messages = sa.select(
-        sm.c.task_session_id,
+        compared(sm.c.task_session_id).label("task_session_id"),
         compared(sm.c.tool_call_id).label("key"),
         sa.literal(1).label("messaged"),
         sa.case((qualifies(sm), 1), else_=0).label("qualifying"),
         sa.literal(0).label("observed"),
-        sa.case((qualifies(sm), sm.c.id)).label("message_id"),
-        sa.case((qualifies(sm), utc_instant(sm.c.created_at))).label("first_created_at"),
+        sa.case((qualifies(sm), compared(sm.c.id))).label("message_id"),
+        sa.case((qualifies(sm), instant(sm.c.created_at))).label("first_created_at"),
         sa.case((qualifies(sm), 1), else_=0).label("messages"),
         _NULL.label("row_id"),
         sa.cast(sa.null(), sa.Integer).label("rows"),  # typed: summed even with no row side
-        _NULL.label("first_observed_at"),
-        _NULL.label("last_observed_at"),
+        no_instant.label("first_observed_at"),
+        no_instant.label("last_observed_at"),
         sa.literal(0).label("recent"),
     )
     sides = [messages]
     if with_rows:
         r = subagents.c
         in_window = [within(r.task_session_id)] if windowed else []
-        observed = utc_instant(r.observed_at)
+        observed = instant(r.observed_at)
         sides.append(
             sa.select(
-                r.task_session_id,
+                stored(r.task_session_id),
                 stored(r.tool_call_id),
                 sa.literal(0),
                 sa.literal(0),
@@ -284,7 +332,7 @@ def _ledger(
                 _NULL,
                 _NULL,
                 sa.literal(0),
-                r.id,
+                stored(r.id),
                 sa.literal(1),
                 observed,
                 observed,
@@ -296,21 +344,25 @@ def _ledger(
             ).where(at_or_after(r.observed_at, bound), *in_window)
         )
     stacked = sa.union_all(*sides).subquery("stacked")
+    if listing:
+        stacked = _extremes_as_stored(stacked)
     s = stacked.c
     # Grouped by the key's token, never by the key (a 50 MB one cost SQLite 0.6 GB in the
-    # sorter and the samples): the same groups (sql/compared.py). A listing groups by the key
-    # itself: it runs as pasted, where kandev-dq's digest function is not registered.
+    # sorter and the samples): the same groups (sql/compared.py); so are the session and the
+    # ids the groups keep. A listing groups by the key itself: it runs as pasted, where
+    # kandev-dq's digest function is not registered.
+    shown = (lambda token: token) if listing else key_shown
     return (
         sa.select(
-            s.task_session_id,
-            (s.key if listing else key_shown(s.key)).label("tool_call_id"),
+            shown(s.task_session_id).label("task_session_id"),
+            shown(s.key).label("tool_call_id"),
             sa.func.max(s.messaged).label("messaged"),
             sa.func.max(s.qualifying).label("qualifying"),
             sa.func.max(s.observed).label("observed"),
-            sa.func.min(s.message_id).label("message_id"),
+            shown(sa.func.min(s.message_id)).label("message_id"),
             sa.func.min(s.first_created_at).label("first_created_at"),
             sa.func.sum(s.messages).label("messages"),
-            sa.func.min(s.row_id).label("row_id"),
+            shown(sa.func.min(s.row_id)).label("row_id"),
             sa.func.sum(s.rows).label("rows"),
             sa.func.min(s.first_observed_at).label("first_observed_at"),
             sa.func.max(s.last_observed_at).label("last_observed_at"),
@@ -319,3 +371,25 @@ def _ledger(
         .group_by(s.task_session_id, s.key)
         .subquery("ledger")
     )
+
+
+def _extremes_as_stored(stacked: sa.Subquery) -> sa.Subquery:
+    """``stacked`` (a listing's, its timestamps as stored) with each key's earliest created,
+    earliest observed and latest observed value as stored on all its lines, chosen by exact
+    instant: the ledger's MIN/MAX then keep a stored text, which a listing shows beside its
+    instant, where a MIN over stored texts would compare text (AC-24e)."""
+    s = stacked.c
+    key = (s.task_session_id, s.key)
+
+    def stored(column, *, latest: bool = False) -> sa.ColumnElement:
+        exact = utc_instant(column)
+        order = (sa.case((column.is_(None), 1), else_=0), exact.desc() if latest else exact)
+        chosen = sa.func.first_value(column, type_=column.type)
+        return chosen.over(partition_by=key, order_by=order).label(column.key)
+
+    extremes = {
+        "first_created_at": stored(s.first_created_at),
+        "first_observed_at": stored(s.first_observed_at),
+        "last_observed_at": stored(s.last_observed_at, latest=True),
+    }
+    return sa.select(*(extremes.get(c.key, c) for c in s)).subquery("stacked_as_stored")

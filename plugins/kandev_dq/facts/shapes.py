@@ -23,7 +23,7 @@ class ChangeWindow:
     """What a ``live`` read covers: what changed at or after ``start`` (an RFC 3339 instant),
     or, with ``start`` None, everything since capture_since as ``nightly`` reads it, ``reason``
     saying why. The run layer decides it once per suite run from the records database
-    (:mod:`kandev_dq.run.live_window`); the facts families only read it.
+    (:mod:`kandev_dq.records.watermark`); the facts families only read it.
 
     ``open_sessions`` are the sessions of the suite's open findings (what its last run's
     failing rules counted): read with what changed, whatever the start, so a standing fault
@@ -220,6 +220,8 @@ class BackfillFacts(TypedDict):
     backfill_rows: int
     expected_rows: int | None
     families: dict[str, Part]
+    #: The expected rows' keys while no backfill row exists (the not-vacuous rule's listing).
+    expected_listing: NotRequired[Listing]
     execution_column: NotRequired[bool]
     capture_since: NotRequired[str | None]
     compared_in_full: NotRequired[int]

@@ -50,7 +50,7 @@ def run_demo(
     from kandev_dq.contract.states import state_of
     from kandev_dq.lab import sample
     from kandev_dq.migration import runner as migrate
-    from kandev_dq.run.project import build_project
+    from kandev_dq.project.files import build_project
     from kandev_dq.sql.keys import read_keys
     from kandev_dq.store.access import open_store
 

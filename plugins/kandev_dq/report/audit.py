@@ -1,13 +1,14 @@
 """``kandev-dq audit``: a ``pre_release`` run kept as a folder that stands on its own.
 
-The folder holds a copy of the project's data docs site as the run left it
-(``data_docs/index.html``), ``summary.json`` (exactly what ``check --format json`` prints) and
-``SUMMARY.md`` for a reviewer: store (no password), dialect, activation state and keys,
-verdict, the project's deviations from kandev-dq's rules, the failed and warned rules with their
-AC ids, the kandev-dq version and when it ran;
-and ``queries.sql``: one commented block per failed rule, the SELECT listing what it counted.
-A folder is written only if it is new, empty, or an earlier audit (it carries a marker file);
-rewriting an earlier audit replaces only what an audit writes.
+The folder holds the project's data docs site for this store alone, its pages as the run left
+them (``data_docs/index.html``: the suites, the store's newest runs, its overview),
+``summary.json`` (exactly what ``check --format json`` prints) and ``SUMMARY.md`` for a
+reviewer: store (no password), dialect, activation state and keys, verdict, the project's
+deviations from kandev-dq's rules, the failed and warned rules with their AC ids, the
+kandev-dq version and when it ran; and ``queries.sql``: one commented block per failed rule,
+the SELECT listing what it counted. A folder is written only if it is new, empty, or an
+earlier audit (it carries a marker file); rewriting an earlier audit replaces only what an
+audit writes.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from pathlib import Path
 
 from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
+from kandev_dq.gx.checkpoint import Progress
 from kandev_dq.run.check import CheckReport, run_check, verdict_line
-from kandev_dq.run.checkpoint import Progress
 from kandev_dq.store.reference import StoreRef
 from kandev_dq.text import markdown_code, markdown_text, one_line
 
@@ -93,9 +94,16 @@ def run_audit(
         else:
             old.unlink(missing_ok=True)
     copied = None
-    if (site / "index.html").is_file():
-        shutil.copytree(site, out / SITE)
-        copied = out / SITE / "index.html"
+    if (site / "index.html").is_file():  # the store's own pages, never another store's
+        from kandev_dq.report.site import build_store_site
+
+        copied = build_store_site(
+            project,
+            out / SITE,
+            report.store_identity,
+            allow_project_code=allow_project_code,
+            records=records,
+        )
     (out / SUMMARY_JSON).write_text(
         json.dumps(report.to_json(), default=str, indent=2) + "\n", encoding="utf-8"
     )

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kandev_dq.contract.catalogue import BY_ID, CRITERIA
 from kandev_dq.contract.rule_index import RULE_INDEX, IndexedRule, severity_word
-from kandev_dq.run.project import SUITE_DIR
+from kandev_dq.project.files import SUITE_DIR
 
 
 @dataclass(frozen=True)

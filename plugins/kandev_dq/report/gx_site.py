@@ -15,7 +15,7 @@ table. This module keeps GX's renderers and templates and serves every asset fro
   images and fonts (which no page uses any more), writes ``overview.html``
   (:mod:`kandev_dq.report.overview_page`) with the same page template as every other page, and
   in a checkpoint run renders only the pages the run asks for
-  (:func:`kandev_dq.run.gx_adapter.building_pages`).
+  (:func:`kandev_dq.gx.adapter.building_pages`).
 * :class:`KandevSiteSectionBuilder` and :class:`KandevSiteIndexBuilder` give GX's page and
   index builders a bounded window of the records in place of every stored result, through
   protected methods GX's index builder calls.
@@ -29,7 +29,7 @@ table. This module keeps GX's renderers and templates and serves every asset fro
 
 This is the report layer's one module touching GX internals (private attributes, protected or
 replaced methods); ``tests/test_gx_site.py`` pins the GX behaviour it relies on. The run layer's
-is :mod:`kandev_dq.run.gx_adapter`.
+is :mod:`kandev_dq.gx.adapter`.
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ from great_expectations.render.view import DefaultJinjaIndexPageView, DefaultJin
 from jinja2 import BytecodeCache, ChoiceLoader, FileSystemLoader
 
 from kandev_dq.contract.rule_index import SUITE_TABLES
+from kandev_dq.contract.severity import Severity
+from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx.adapter import ValidationResultsStore
+from kandev_dq.gx.results_store import RecordsStoreBackend, records_of
+from kandev_dq.project.vetting import vet_on_gx_path
+from kandev_dq.records.results import failed_by_severity, rule_result, suite_verdict
 from kandev_dq.report.overview_model import (
     INDEX_RESULTS_LIMIT,
     Overview,
@@ -75,11 +81,6 @@ from kandev_dq.report.overview_page import (
     overview_document,
 )
 from kandev_dq.report.timeline_chart import start_engine
-from kandev_dq.run import gx_adapter
-from kandev_dq.run.gx_adapter import ValidationResultsStore
-from kandev_dq.run.results import failed_by_severity, suite_verdict
-from kandev_dq.run.results_store import RecordsStoreBackend, records_of
-from kandev_dq.run.vetting import vet_on_gx_path
 from kandev_dq.text import html_inert
 
 logger = logging.getLogger(__name__)
@@ -176,6 +177,21 @@ class KandevValidationResultsPageRenderer(ValidationResultsPageRenderer):
     def _determine_page_title(self, run_name, run_time, data_asset_name, expectation_suite_name):
         # The breadcrumb: suite, run and time; the batch name would only repeat "kandev_meta".
         return super()._determine_page_title(run_name, run_time, "", expectation_suite_name)
+
+    def _group_evrs_by_column_with_suite_meta(self, validation_results, expectation_suite_name):
+        """GX's sections, each listing its failed rules first (errors, warnings, then info), in
+        the suite's order otherwise: a reviewer opens the page for them."""
+        columns = super()._group_evrs_by_column_with_suite_meta(
+            validation_results, expectation_suite_name
+        )
+        passed = len(Severity) + 1  # after every severity, an unknown word's included
+        for results in columns.values():
+            results.sort(
+                key=lambda evr: (
+                    passed if evr.success else Severity.rank_of(rule_result(evr).severity)
+                )
+            )
+        return columns
 
 
 class KandevExpectationSuitePageRenderer(ExpectationSuitePageRenderer):
@@ -413,7 +429,7 @@ class KandevSiteBuilder(SiteBuilder):
         """GX's build, with kandev-dq's assets and the overview (whose failure, like a GX
         page's, is logged and never fails the checkpoint run that builds the docs). In a
         checkpoint run, the results' pages and the run-wide ones are built apart
-        (:func:`~kandev_dq.run.gx_adapter.building_pages`)."""
+        (:func:`~kandev_dq.gx.adapter.building_pages`)."""
         pages = gx_adapter.pages_to_build()
         if pages == "none":
             return self.get_resource_url(only_if_exists=False), []

@@ -1,7 +1,7 @@
 """Past runs of one store, newest first, read back from the records database.
 
 ``kandev-dq check`` records each run in the run register of the records database
-(:mod:`kandev_dq.run.records`): its time, checkpoint, state, verdict, failed rules by severity
+(:mod:`kandev_dq.records`): its time, checkpoint, state, verdict, failed rules by severity
 and the failed rules themselves. ``history`` reads that register, so it works from any machine
 and any project folder that points at the same records database, and reads neither GX nor the
 store (the store is named from its URL alone). It also says when the store's write-once
@@ -19,9 +19,10 @@ from typing import Any
 
 from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import STATES
-from kandev_dq.run.inputs import chosen_store
-from kandev_dq.run.records import Accept, Records, records_ref, refuse_the_store
-from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.project.settings import chosen_store
+from kandev_dq.records import Accept, Records, records_ref, refuse_the_store
+from kandev_dq.records.identity import records_key
+from kandev_dq.records.results import RuleResult, rule_result
 from kandev_dq.store.reference import StoreRef
 
 SEVERITIES = tuple(severity.value for severity in Severity)
@@ -114,12 +115,12 @@ def history(
     """The last ``limit`` runs recorded for ``target``, newest first.
 
     History loads no project code (nor GX); ``allow_project_code`` only lets the project's yml
-    name a records database outside its folder (:func:`~kandev_dq.run.records.records_url`)."""
+    name a records database outside its folder (:func:`~kandev_dq.records.records_url`)."""
     store = chosen_store(target)
-    identity = store.ledger_name
     chosen = records_ref(project, records, allow_project_code=allow_project_code)
     refuse_the_store(chosen, store)  # opening records creates their tables: never in the store
     with Records(chosen) as opened:
+        identity = records_key(opened, store)
         baseline = opened.baseline(identity)
         runs = [_past_run(r) for r in opened.run_records(identity=identity, limit=max(limit, 0))]
         return History(

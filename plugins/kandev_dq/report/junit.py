@@ -4,7 +4,8 @@ One ``<testsuite>`` per GX suite, one ``<testcase>`` per rule (its expectation),
 the checkpoint ran them. A rule fails the build (``<failure>``) when it would fail the
 command's exit code: an error-severity rule, or a warning under ``fail_on="warning"``. Other
 failed rules pass and carry their finding in ``<system-out>``, so a CI page still shows it.
-Each case names its AC ids and severity as properties; the finding is the failure's message.
+Each case names its AC ids and severity as properties; the finding is the failure's message,
+and its text adds the ``kandev-dq explain`` command listing what the rule counted.
 Each suite names the run's checkpoint and store, and each of the project's deviations from
 kandev-dq's rules (``project_deviation``, ``suite/expectation: kind: detail``), as properties.
 """
@@ -35,11 +36,13 @@ class Report(Protocol):
     results: list
     project_deviations: list
 
+    def explain_command(self, expectation: str) -> str: ...
+
 
 def junit_xml(report: Report, fail_on: str = "error") -> str:
     """The report as a JUnit XML document (UTF-8 text with its declaration)."""
     # Imported here: a run that could not start writes its document without loading GX.
-    from kandev_dq.run.results import failing_severities
+    from kandev_dq.records.results import failing_severities
 
     failing = failing_severities(fail_on)
     # A suite that ran holding no rule (an emptied one) is a suite of no tests, not absent.
@@ -84,14 +87,14 @@ def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...
         ET.SubElement(
             properties, "property", name="project_deviation", value=xml_text(deviation.text())
         )
-    cases = [_case(name, rule, failing) for rule in rules]
+    cases = [_case(report, name, rule, failing) for rule in rules]
     suite.extend(cases)
     _set_counts(suite, tests=len(cases), failures=sum(c.find("failure") is not None for c in cases))
     suite.set("time", f"{report.suite_seconds.get(name, 0.0):.3f}")
     return suite
 
 
-def _case(suite: str, rule: Rule, failing: tuple[str, ...]) -> ET.Element:
+def _case(report: Report, suite: str, rule: Rule, failing: tuple[str, ...]) -> ET.Element:
     case = ET.Element("testcase", classname=f"kandev_dq.{suite}", name=rule.expectation)
     properties = ET.SubElement(case, "properties")
     for ac in rule.rules:
@@ -102,7 +105,8 @@ def _case(suite: str, rule: Rule, failing: tuple[str, ...]) -> ET.Element:
         return case
     if rule.severity in failing:
         failure = ET.SubElement(case, "failure", message=finding, type=rule.severity)
-        failure.text = f"[{', '.join(rule.rules)}] {finding}"
+        explain = xml_text(report.explain_command(rule.expectation))
+        failure.text = f"[{', '.join(rule.rules)}] {finding}\nexplain: {explain}"
     else:  # reported, not failing this run
         ET.SubElement(case, "system-out").text = f"{rule.severity}: {finding}"
     return case

@@ -9,9 +9,9 @@ deviations are read from its results' ``meta``, where the results store put them
 
 The validation results carry neither the store a run read nor the raw key values.
 ``kandev-dq check`` records both from the run's own snapshot before GX runs the checkpoint
-(:mod:`kandev_dq.run.register`); the overview reads that record, during the run's own build and
+(:mod:`kandev_dq.records.register`); the overview reads that record, during the run's own build and
 any later rebuild (``kandev-dq docs``) alike. Without a record it falls back on what the results
-themselves say, read as every command reads them (:func:`kandev_dq.run.results.rule_result`).
+themselves say, read as every command reads them (:func:`kandev_dq.records.results.rule_result`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from functools import cached_property
 from typing import Any
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS
+from kandev_dq.gx.results_store import records_of
+from kandev_dq.project.deviations import Deviation, stored_deviations
+from kandev_dq.records.changes import Changes, changes_since, previous_state
+from kandev_dq.records.register import load_register, run_key
+from kandev_dq.records.results import RuleResult, failed_by_severity, rule_result, suite_verdict
 from kandev_dq.report.history import Timeline, timeline
-from kandev_dq.run.changes import Changes, changes_since, previous_state
-from kandev_dq.run.deviations import Deviation, stored_deviations
-from kandev_dq.run.register import load_register, run_key
-from kandev_dq.run.results import RuleResult, failed_by_severity, rule_result, suite_verdict
-from kandev_dq.run.results_store import records_of
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,8 @@ class Overview:
 
 
 def collect_overview(context) -> Overview:
-    """The overview of the latest run, read from the validation results store (JSON only)."""
+    """The overview of the latest run and its store's runs (one store per page), read from the
+    validation results store (JSON only)."""
     store = context.validation_results_store
     records = records_of(context)
     # The newest runs' results only, read through an index: a run's docs build costs the
@@ -130,8 +131,6 @@ def collect_overview(context) -> Overview:
         if records is not None
         else store.list_keys()  # an older project's results in files: GX's own listing
     )
-    keys = [k for k in window if "profiling" not in (k.run_id.run_name or "")]
-    keys.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
     recorded: dict[str, dict[str, Any] | None] = {}
 
     def record(name: str) -> dict[str, Any] | None:
@@ -139,6 +138,13 @@ def collect_overview(context) -> Overview:
         if name not in recorded:
             recorded[name] = load_register(records, [name]).get(name)
         return recorded[name]
+
+    keys = _newest_first(window)
+    latest_record = record(run_key(keys[0].run_id)) if keys else None
+    if records is not None and (latest_record or {}).get("store_identity"):
+        # One store per page: the runs listed are the latest run's store's, as its timeline.
+        own = records.results_of_newest_runs(RUNS_SHOWN, latest_record["store_identity"])
+        keys = _newest_first([store.tuple_to_key(k) for k in own])
 
     checkpoints = _checkpoint_names(context)
     loaded: dict[Any, SuiteRun | None] = {}
@@ -214,6 +220,13 @@ def collect_overview(context) -> Overview:
         overview.accepts = records.accepts(identity)
         overview.timeline = timeline(records, identity)
     return overview
+
+
+def _newest_first(keys: list) -> list:
+    """Validation result keys, profiling runs left out, newest run first."""
+    kept = [k for k in keys if "profiling" not in (k.run_id.run_name or "")]
+    kept.sort(key=lambda k: (k.run_id.run_time, k.expectation_suite_identifier.name), reverse=True)
+    return kept
 
 
 def stored_json(store, key) -> dict[str, Any] | None:

@@ -30,6 +30,8 @@ from kandev_dq.contract.rule_index import RULE_SENTENCES
 from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import explain_state
 from kandev_dq.expectations.base import listing_block
+from kandev_dq.records.changes import rule_key
+from kandev_dq.records.results import RuleResult
 from kandev_dq.report.history import TIMELINE_RUNS
 from kandev_dq.report.overview_model import (
     HEALTH_SUITE,
@@ -44,10 +46,8 @@ from kandev_dq.report.overview_model import (
     when_text,
 )
 from kandev_dq.report.timeline_chart import timeline_svg
-from kandev_dq.run.changes import rule_key
-from kandev_dq.run.results import RuleResult
 
-#: How a suite's verdict (:func:`kandev_dq.run.results.suite_verdict`) reads in the data docs:
+#: How a suite's verdict (:func:`kandev_dq.records.results.suite_verdict`) reads in the data docs:
 #: its word and its Font Awesome icon. Only ``failed`` reads as a failure (the exit code's rule).
 SUITE_STATUS = {
     "passed": ("Succeeded", "fa-check-circle text-success"),
@@ -355,7 +355,7 @@ def _runs_section(overview: Overview) -> RenderedSectionContent:
     blocks: list[Any] = [
         _title(
             name,
-            "the last $n runs, newest first (<code>kandev-dq history</code> lists more); "
+            "this store's last $n runs, newest first (<code>kandev-dq history</code> lists more); "
             "the store is named without credentials",
             {"n": str(RUNS_SHOWN)},
         ),

@@ -15,6 +15,7 @@ index's summary (:mod:`kandev_dq.report.overview_page`), the timeline chart
 
 from __future__ import annotations
 
+import copy
 import logging
 import urllib.parse
 from dataclasses import dataclass
@@ -29,7 +30,9 @@ from kandev_dq.report.gx_site import (
     KandevSiteIndexPageRenderer,
     ReplacingFilesystemStoreBackend,
 )
+from kandev_dq.report.overview_model import RUNS_SHOWN
 from kandev_dq.report.overview_page import OVERVIEW_PAGE
+from kandev_dq.store.reference import StoreRef
 
 #: The classes a project's yml names in this module (``module_name: kandev_dq.report.site``).
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "KandevSiteIndexPageRenderer",
     "ReplacingFilesystemStoreBackend",
     "build_docs",
+    "build_store_site",
     "remove_result_pages",
 ]
 
@@ -82,14 +86,54 @@ class DocsBuild:
     url: str | None
 
 
+def build_store_site(
+    project: Path,
+    out: Path,
+    identity: str,
+    *,
+    allow_project_code: bool = False,
+    records: str | StoreRef | None = None,
+) -> Path | None:
+    """Build into ``out`` the project's first local data docs site for the store ``identity``
+    alone (one store per page): the suites' pages, the results of the store's newest
+    :data:`RUNS_SHOWN` runs, the overview of its latest run and an index listing those only.
+    Its index; None when the project keeps no site in files."""
+    from kandev_dq.gx.context import load_context
+    from kandev_dq.gx.results_store import attach_records
+    from kandev_dq.records import Records, records_ref
+
+    ref = records_ref(Path(project), records, allow_project_code=allow_project_code)
+    with Records(ref) as opened:
+        context = load_context(Path(project), allow_project_code=allow_project_code)
+        attach_records(context, opened)
+        local = [
+            (name, site)
+            for name, site in (context.variables.data_docs_sites or {}).items()
+            if (site.get("store_backend") or {}).get("class_name") in FILESYSTEM_BACKENDS
+        ]
+        if not local:
+            return None
+        name, site = local[0]
+        site = copy.deepcopy(dict(site))
+        site["store_backend"] = dict(site["store_backend"]) | {"base_directory": str(out)}
+        # In memory only, never saved: the project's own site is left as the run built it.
+        context.variables.data_docs_sites = {name: site}
+        results = context.validation_results_store
+        own = opened.results_of_newest_runs(RUNS_SHOWN, identity)
+        pages = [*context.expectations_store.list_keys(), *map(results.tuple_to_key, own)]
+        context.build_data_docs(site_names=[name], resource_identifiers=pages)
+    index = Path(out) / "index.html"
+    return index if index.is_file() else None
+
+
 def build_docs(
     project: Path, *, allow_project_code: bool = False, records: str | None = None
 ) -> DocsBuild:
     """(Re)build every data docs site of ``project`` from its records database; the first local
     site's index and overview."""
-    from kandev_dq.run.project import load_context
-    from kandev_dq.run.records import Records, records_url
-    from kandev_dq.run.results_store import attach_records
+    from kandev_dq.gx.context import load_context
+    from kandev_dq.gx.results_store import attach_records
+    from kandev_dq.records import Records, records_url
 
     with Records(
         records_url(Path(project), records, allow_project_code=allow_project_code)

@@ -7,7 +7,8 @@ chart needs no JavaScript and no CDN: it reads offline, in a screenshot, in an a
 and with scripts blocked. GX's own chart path (Vega-Embed in the page) loads its scripts from
 a CDN and draws nothing without them; a hand-drawn SVG would be a second chart library to
 keep. Store values never reach the chart: its text is suite, state, key and figure names of
-kandev-dq's own, and run numbers; the SVG is escaped by Vega.
+kandev-dq's own, run numbers and the times kandev-dq recorded its runs; the SVG is escaped by
+Vega.
 
 The series come from one function, :func:`kandev_dq.report.history.timeline`, which
 ``history --format json`` prints as they are.
@@ -16,6 +17,7 @@ The series come from one function, :func:`kandev_dq.report.history.timeline`, wh
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from typing import Any
 
@@ -39,11 +41,14 @@ def timeline_spec(series: Timeline) -> dict[str, Any]:
     import altair as alt
 
     runs = [p.run for p in series.points]
+    # One column per run (two runs in one minute stay apart), each labelled with its date and
+    # time: the run numbers stay in the tooltips.
+    dates = {str(p.run): p.run_time[:16].replace("T", " ") for p in series.points}
     x = alt.X(
         "run:O",
-        title="run (oldest first)",
+        title="run time (UTC), oldest first",
         scale=alt.Scale(domain=runs),
-        axis=alt.Axis(labelAngle=0),
+        axis=alt.Axis(labelAngle=-45, labelExpr=f"{json.dumps(dates)}[datum.value]"),
     )
 
     def tooltip(*fields: str) -> list:

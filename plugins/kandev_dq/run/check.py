@@ -20,23 +20,24 @@ from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import window_text
-from kandev_dq.run import checkpoint as runs
-from kandev_dq.run import gx_adapter
-from kandev_dq.run.changes import changes_since, previous_state, rule_key
-from kandev_dq.run.deviations import Deviation, deviations_pointer, project_deviations
-from kandev_dq.run.inputs import chosen_store
-from kandev_dq.run.project import DATASOURCE, load_context, reads_live
-from kandev_dq.run.records import (
+from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx import checkpoint as runs
+from kandev_dq.gx.context import gx_version, load_context
+from kandev_dq.gx.results_store import attach_records
+from kandev_dq.project.deviations import Deviation, deviations_pointer, project_deviations
+from kandev_dq.project.files import DATASOURCE, reads_live
+from kandev_dq.project.settings import chosen_store, run_settings
+from kandev_dq.records import (
     JSON_LEDGER,
     Pruned,
     Records,
     records_ref,
     refuse_the_store,
 )
-from kandev_dq.run.register import finish_run, record_run, run_key
-from kandev_dq.run.results import RuleResult, failing_severities, rule_result
-from kandev_dq.run.results_store import attach_records
-from kandev_dq.run.settings import run_settings
+from kandev_dq.records.changes import changes_since, previous_state, rule_key
+from kandev_dq.records.identity import records_key
+from kandev_dq.records.register import finish_run, record_run, run_key
+from kandev_dq.records.results import RuleResult, failing_severities, rule_result
 from kandev_dq.run.versions import kandev_dq_version
 from kandev_dq.sql.dialect import server_version
 from kandev_dq.sql.keys import read_keys
@@ -45,6 +46,7 @@ from kandev_dq.store.observe import observe_subagents
 from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.replication import Standby
 from kandev_dq.store.snapshot import pinned
+from kandev_dq.text import command_options
 from kandev_dq.verdicts import VERDICTS
 from kandev_dq.verdicts.activation import BASELINE_DISCLOSURE
 
@@ -61,6 +63,10 @@ class CheckReport:
     keys: dict[str, str | None]
     #: What the state means, why a store is in it, and what moves it on (AC-24c).
     state_explanation: str = ""
+    #: The store's name in the records database: what the store says it is
+    #: (``postgresql:<system identifier>/<database>``, ``sqlite:<device>:<inode>``), or the
+    #: user's ``--store-name``. Every spelling of one store shares its records.
+    store_identity: str = ""
     #: The records database (no credentials) and when this store's write-once record began.
     records: str = ""
     baseline_taken_at: str = ""
@@ -90,11 +96,19 @@ class CheckReport:
     #: ``$KANDEV_DQ_RECORDS_KEEP_DAYS``); None when no prune was asked for.
     pruned: Pruned | None = None
     #: Where the project's checkpoint and suites differ from kandev-dq's rules: the verdict is
-    #: the project's (:mod:`kandev_dq.run.deviations`; empty when they do not).
+    #: the project's (:mod:`kandev_dq.project.deviations`; empty when they do not).
     project_deviations: list[Deviation] = field(default_factory=list)
+    #: The options of ``kandev-dq explain`` naming this run's store, project and records
+    #: database (with the user needed to connect, never a password): a failed rule's
+    #: :meth:`explain_command` is ready to copy.
+    explain_options: str = ""
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
+
+    def explain_command(self, expectation: str) -> str:
+        """The command listing what ``expectation`` counted on this run's store."""
+        return f"kandev-dq explain {expectation} {self.explain_options} --run"
 
     def write_once_baseline(self) -> str | None:
         """What the text report says when the write-once rules pass against a baseline taken
@@ -145,17 +159,17 @@ def run_check(
 ) -> CheckReport:
     """Validate ``target`` with ``checkpoint``; never writes to the store.
 
-    The run is named for its checkpoint and store (:func:`kandev_dq.run.checkpoint.run_name`, no
+    The run is named for its checkpoint and store (:func:`kandev_dq.records.register.run_name`, no
     credentials), reports to ``progress`` suite by suite, and notifies when configured. Its key
     ledger, register and results go to the records database (``records``, else the project's,
-    :func:`kandev_dq.run.records.records_url`): refused when it is the store, exit 2 when it
+    :func:`kandev_dq.records.records_url`): refused when it is the store, exit 2 when it
     cannot be opened, both before the store is opened. When the run has finished, results and
     runs older than ``keep_days`` (else ``$KANDEV_DQ_RECORDS_KEEP_DAYS``) are pruned
-    (:meth:`~kandev_dq.run.records.Records.prune`: never the ledger, nor the run alerts on
+    (:meth:`~kandev_dq.records.Records.prune`: never the ledger, nor the run alerts on
     change compare the next one with). ``context_for`` gives the GX context for the store's
     password-free URL (a process checking again and again keeps them); else it is loaded.
     ``pages_on_change``: the data docs are built only when the verdict moved
-    (:attr:`~kandev_dq.run.changes.Changes.changed`), not on every run.
+    (:attr:`~kandev_dq.records.changes.Changes.changed`), not on every run.
     """
     started = time.perf_counter()
     # A bad setting is a one-line error before anything is opened.
@@ -178,6 +192,14 @@ def run_check(
             pages_on_change,
         )
         report.project_deviations = deviations
+        report.explain_options = command_options(
+            (
+                ("--store", store.connect_form),
+                ("--store-name", store.name),
+                ("--project", str(Path(project).resolve())),
+                ("--records", chosen_records.connect_form),
+            )
+        )
         if keep_days is not None:
             report.pruned = ledger.prune(keep_days)
         report.duration_s = round(time.perf_counter() - started, 3)
@@ -211,12 +233,14 @@ def _run_with_records(
         if checkpoint not in {c.name for c in context.checkpoints.all()}:
             known = ", ".join(sorted(c.name for c in context.checkpoints.all()))
             raise KandevDqError(f"no checkpoint {checkpoint!r} in {project} (known: {known})")
-        identity = store.ref.ledger_name
-        run_id = runs.new_run_id(checkpoint, identity)
         with (
             gx_adapter.reading_with(context, DATASOURCE, store.engine_options) as gx_engine,
-            pinned(store.engine, reader=gx_engine, run_name=run_id.run_name) as run,
+            pinned(store.engine, reader=gx_engine) as run,
         ):
+            # The store's name in the records, read in the run's own snapshot session.
+            identity = records_key(records, store.ref, run.connection)
+            run_id = runs.new_run_id(checkpoint, identity)
+            run.run_name, run.store, run.records_key = run_id.run_name, store.ref, identity
             keys = read_keys(run.connection)
             server = server_version(run.connection)
             amended = observe_subagents(run.connection).clauses_1_to_3_hold
@@ -226,7 +250,7 @@ def _run_with_records(
                 records, run_id, checkpoint, identity, store.shown, store.dialect, keys, amended
             )
             # The write-once rules take the key ledger from the records database themselves
-            # (kandev_dq.run.write_once), as on a checkpoint run through GX's own API.
+            # (kandev_dq.gx.write_once), as on a checkpoint run through GX's own API.
             suite_seconds: dict[str, float] = {}
             outcome = runs.run_checkpoint(
                 context,
@@ -250,6 +274,7 @@ def _run_with_records(
                 for v in outcome.run_results.values()
                 for r in v.results
             ],
+            store_identity=identity,
             records=records.shown,
             baseline_taken_at=baseline.taken_at if baseline else "",
             baseline_run=baseline.run_name if baseline else "",
@@ -282,7 +307,7 @@ def _run_with_records(
         report.changes = changes.to_json()
         if pages_on_change and changes.changed:
             runs.build_pages(context, checkpoint, outcome)
-        runs.notify(context, outcome, identity, changes)
+        runs.notify(context, outcome, store.shown, changes)
         finish_run(
             records,
             run_id,
@@ -342,12 +367,6 @@ def _docs_index(project: Path) -> str | None:
 def rfc3339(moment: dt.datetime) -> str:
     """``2026-11-30T19:04:36.042122Z``: UTC, microseconds, ``Z``."""
     return moment.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def gx_version() -> str:
-    import great_expectations
-
-    return great_expectations.__version__
 
 
 def verdict_line(report: CheckReport) -> str:

@@ -5,7 +5,7 @@ snapshot (:func:`kandev_dq.store.snapshot.pinned`), exactly as a check does, and
 listing query that family declared, failed or not (:mod:`kandev_dq.sql.listing`). With
 ``run`` the query runs in that same snapshot: the total counted in SQL, the rows read with
 every value cut in SQL (:func:`kandev_dq.sql.shown.shown`), capped unless all are asked for.
-The rules are the code's own suites (:func:`kandev_dq.run.project.suite_plan`, read from the rule
+The rules are the code's own suites (:func:`kandev_dq.project.files.suite_plan`, read from the rule
 index), at their defaults, each judged by its verdict (:mod:`kandev_dq.verdicts`): describing a
 rule never imports GX.
 """
@@ -14,21 +14,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
-from kandev_dq.errors import KandevDqError
-from kandev_dq.run.ledger import store_identity
-from kandev_dq.run.project import SUITES, default_project, suite_plan
-from kandev_dq.run.records import Records, records_url
+from kandev_dq.errors import KandevDqError, did_you_mean
+from kandev_dq.project.deviations import project_entry
+from kandev_dq.project.files import default_project
+from kandev_dq.project.plan import SUITE_NAMES, suite_plan
+from kandev_dq.records import Records, records_url
+from kandev_dq.records.identity import accept_options, records_key
 from kandev_dq.sql.messages import sample_of
 from kandev_dq.store.access import open_store
-from kandev_dq.store.reference import missing_sqlite_file, resolve_url
+from kandev_dq.store.reference import StoreRef, missing_sqlite_file, resolve_url
 from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
+from kandev_dq.text import one_line
 from kandev_dq.verdicts import verdict_of
 from kandev_dq.verdicts.base import Finding, Verdict
 
@@ -42,12 +45,15 @@ COUNTS_NO_ROWS = "this rule counts no rows (it judges keys, the schema or a stat
 
 @dataclass(frozen=True)
 class Rule:
-    """One expectation of the code's suites: the verdict judging it, given the arguments that
-    suite gives it (its AC ids, severity and sentence are the rule index's)."""
+    """One expectation of a suite: the verdict judging it, given the arguments that suite gives
+    it, and the severity it runs at (its AC ids and sentence are the rule index's)."""
 
     suite: str
     #: The verdict of the expectation, given the suite's arguments.
     expectation: Verdict
+    severity: str
+    #: False: the project's suites do not run it (it is shown as kandev-dq's suites run it).
+    in_project: bool = True
 
     @property
     def name(self) -> str:
@@ -57,20 +63,36 @@ class Rule:
 def rules() -> dict[str, Rule]:
     """Every expectation of the code's suites by its type name (the first suite holding it)."""
     found: dict[str, Rule] = {}
-    for suite in SUITES:
+    for suite in SUITE_NAMES:
         for planned in suite_plan(suite):
             if planned.type not in found:
-                found[planned.type] = Rule(suite, verdict_of(planned.type)(**planned.kwargs))
+                verdict = verdict_of(planned.type)(**planned.kwargs)
+                found[planned.type] = Rule(suite, verdict, verdict.severity.value)
     return found
 
 
-def rule_named(name: str) -> Rule:
+def rule_named(name: str, project: Path | None = None) -> Rule:
+    """Rule ``name`` as ``project``'s suites run it, as ``check`` would: the severity and the
+    arguments of the first of its suites holding it (without ``project``: kandev-dq's own)."""
     known = rules()
     if name not in known:
         raise KandevDqError(
             f"no expectation {name!r} (`kandev-dq rules` lists them, e.g. {next(iter(known))})"
+            + did_you_mean(name, known)
         )
-    return known[name]
+    if project is None:
+        return known[name]
+    held = project_entry(project, name)
+    if held is None:
+        return replace(known[name], in_project=False)
+    suite, severity, arguments = held
+    try:
+        verdict = verdict_of(name)(**arguments)
+    except (TypeError, ValueError) as exc:
+        raise KandevDqError(
+            one_line(f"{name} in the project's suite {suite}: arguments it cannot take: {exc}")
+        ) from None
+    return Rule(suite, verdict, severity)
 
 
 def finding_in(
@@ -87,7 +109,7 @@ def finding_in(
 
 
 @contextmanager
-def snapshot_of(target: str | None) -> Iterator[tuple[Any, PinnedRead]]:
+def snapshot_of(target: str | StoreRef | None) -> Iterator[tuple[Any, PinnedRead]]:
     """The store ``target`` opened read-only, and one pinned snapshot of it."""
     store = open_store(target, read_only=True)
     try:
@@ -104,6 +126,8 @@ class Explanation:
     severity: str
     rules: list[str]
     sentence: str
+    #: False: the project's suites do not run the rule (shown as kandev-dq's suites run it).
+    in_project: bool
     store: str
     dialect: str
     #: The listing query; None for a rule that counts no rows (keys, schema, a state).
@@ -121,23 +145,30 @@ class Explanation:
     rows: list[dict[str, Any]] = field(default_factory=list)
 
 
-def recorded_ledger(project: Path, records: str | None, identity: str) -> dict[str, Any] | None:
-    """What the write-once rules judge, as the records database of ``project`` holds it for the
-    store ``identity``, read without writing (no first sighting, no baseline taken): None when
-    no run has recorded the store there (AC-24)."""
+def recorded_ledger(
+    project: Path, records: str | None, store: StoreRef, conn: sa.Connection
+) -> dict[str, Any] | None:
+    """What the write-once rules judge, as the records database of ``project`` holds it for
+    ``store`` (named as a check names it, its identity read through ``conn``), read without
+    recording (no first sighting, no baseline taken), with what the rule's remedy names: None
+    when no run has recorded the store there (AC-24)."""
     url = records_url(project, records)
     resolved = resolve_url(url)
     if missing_sqlite_file(resolved):
         return None
     with Records(url) as opened:
+        identity = records_key(opened, store, conn)
         baseline = opened.baseline(identity)
         if baseline is None:
             return None
-        return {"first_seen": opened.expected_values(identity), "baseline": baseline.parameter()}
+        return {
+            "first_seen": opened.expected_values(identity),
+            "baseline": baseline.parameter(),
+        } | accept_options(store, opened)
 
 
 def explain(
-    target: str | None,
+    target: str | StoreRef | None,
     name: str,
     *,
     run: bool = False,
@@ -148,15 +179,14 @@ def explain(
     """Explain rule ``name`` on ``target``; with ``run``, list its rows (all with ``every_row``,
     else the first :data:`SHOWN_ROWS`). Read-only, one snapshot. A write-once rule is judged
     against the key ledger of ``project``'s records database, as ``check`` judges it."""
-    rule = rule_named(name)
+    rule = rule_named(name, project)
     with snapshot_of(target) as (store, read):
         ledger = None
         judges_ledger = WRITE_ONCE_LEDGER in rule.expectation.judged_metrics
         if judges_ledger:
             ledger = recorded_ledger(
-                project or default_project(), records, store_identity(store.url)
+                project or default_project(), records, store.ref, read.connection
             )
-            ledger = ledger and ledger | {"store": store.shown}  # named in the rule's remedy
         found = finding_in(read, store.engine, rule, ledger)
         if judges_ledger and ledger is None:
             found = Finding(
@@ -170,9 +200,10 @@ def explain(
         explained = Explanation(
             expectation=rule.name,
             suite=rule.suite,
-            severity=rule.expectation.severity.value,
+            severity=rule.severity,
             rules=list(rule.expectation.rules),
             sentence=rule.expectation.rule_text,
+            in_project=rule.in_project,
             store=store.shown,
             dialect=store.dialect,
             query=found.listing.sql() if found.listing is not None else None,

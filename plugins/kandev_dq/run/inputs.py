@@ -11,16 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kandev_dq.errors import KandevDqError
-from kandev_dq.run.deviations import refuse_deviations
-from kandev_dq.run.project import (
+from kandev_dq.errors import KandevDqError, did_you_mean
+from kandev_dq.project.deviations import refuse_deviations
+from kandev_dq.project.files import (
     CHECKPOINT_DIR,
     PROJECT_FILE,
     default_project,
     refuse_project_code,
 )
-from kandev_dq.run.settings import store_option
-from kandev_dq.store.reference import StoreRef, store_ref
+from kandev_dq.project.settings import chosen_store
+from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.target import (
     refuse_non_kandev_sqlite_file,
     refuse_unreachable_server,
@@ -65,17 +65,20 @@ def run_inputs(
     *,
     own_run_only: bool = False,
     strict: bool = False,
+    store_name: str | None = None,
 ) -> RunInputs:
     """A run's project folder, store and records database, once the folder (as data, unless
     the user opted in; ``own_run_only`` for a check, :func:`project_as_data`), the checkpoint
     name, the store and the records database have been vetted: bad input fails in well under
     a second. ``strict``: a project deviating from kandev-dq's rules is refused before the
-    store or the records database is opened (:func:`kandev_dq.run.deviations.refuse_deviations`)."""
+    store or the records database is opened
+    (:func:`kandev_dq.project.deviations.refuse_deviations`).
+    ``store_name``: the user's name for the store in the records (:func:`chosen_store`)."""
     folder = project_as_data(project_folder(project), allow_project_code, own_run_only=own_run_only)
     checkpoint_name(folder, checkpoint)
     if strict:
         refuse_deviations(folder, checkpoint)
-    ref = kandev_store(store)
+    ref = kandev_store(store, store_name)
     chosen = records_database(folder, records, allow_project_code, store=ref)
     return RunInputs(folder, ref, chosen)
 
@@ -88,10 +91,10 @@ def records_database(
     store: StoreRef | None = None,
 ) -> StoreRef:
     """The records database of ``project`` (``--records``, else the default,
-    :func:`kandev_dq.run.records.records_ref`), once opened (its tables created and versioned):
+    :func:`kandev_dq.records.records_ref`), once opened (its tables created and versioned):
     refused before GX loads when it cannot be, or when it is the store a run validates
     (``store``), before anything is written."""
-    from kandev_dq.run.records import Records, records_ref, refuse_the_store
+    from kandev_dq.records import Records, records_ref, refuse_the_store
 
     chosen = records_ref(project, records, allow_project_code=allow_project_code)
     if store is not None:
@@ -110,26 +113,19 @@ def checkpoint_name(project: Path, name: str) -> str:
     checkpoint store, under ``--allow-project-code``) is left for GX to judge."""
     known = checkpoint_names(project)
     if known and name not in known:
-        raise KandevDqError(f"no checkpoint {name!r} in {project} (known: {', '.join(known)})")
+        raise KandevDqError(
+            f"no checkpoint {name!r} in {project} (known: {', '.join(known)})"
+            + did_you_mean(name, known)
+        )
     return name
 
 
-def chosen_store(target: str | StoreRef | None) -> StoreRef:
-    """The store a command works on (``--store``, else ``$KANDEV_STORE_URL``, else Kandev's
-    default file: :func:`kandev_dq.run.settings.store_option`), read once into its reference.
-    A plain path or PostgreSQL URL is read without the SQL toolkit; a URL that cannot be read
-    is a one-line error."""
-    if isinstance(target, StoreRef):
-        return target
-    return store_ref(store_option(target))
-
-
-def refuse_unusable_store(target: str | StoreRef | None) -> StoreRef:
+def refuse_unusable_store(target: str | StoreRef | None, name: str | None = None) -> StoreRef:
     """The store's reference, unless, before the SQL toolkit loads, it is refused: a path that
     is a folder, no file, or a file that is not a Kandev store (no database, an empty one, one
     without the Kandev tables), or a plain PostgreSQL URL whose server does not take the
     connection (any other URL is left to :func:`kandev_store`)."""
-    ref = chosen_store(target)
+    ref = chosen_store(target, name)
     if ref.is_path:
         refuse_unusable_sqlite_file(ref.file)
         refuse_non_kandev_sqlite_file(ref.file)
@@ -138,12 +134,12 @@ def refuse_unusable_store(target: str | StoreRef | None) -> StoreRef:
     return ref
 
 
-def kandev_store(target: str | StoreRef | None) -> StoreRef:
+def kandev_store(target: str | StoreRef | None, name: str | None = None) -> StoreRef:
     """Recognise a Kandev store read-only, or raise a one-line error; its reference for the
     command to work on. A SQLite path is recognised by the SQLite library alone, worded as the
     full open words it (``tests/test_cli_inputs.py``): the run's own open is its only one. Any
     other URL is opened once here, before GX loads, for its refusals."""
-    ref = refuse_unusable_store(target)
+    ref = refuse_unusable_store(target, name)
     if ref.is_path:
         return ref
     from kandev_dq.store.access import open_store
@@ -158,5 +154,7 @@ def expectation_name(name: str) -> str:
 
     known = [rule.expectation for rule in RULE_INDEX]
     if name not in known:
-        raise KandevDqError(f"no expectation {name!r} (`kandev-dq rules` lists them)")
+        raise KandevDqError(
+            f"no expectation {name!r} (`kandev-dq rules` lists them)" + did_you_mean(name, known)
+        )
     return name

@@ -20,6 +20,7 @@ the server.
 from __future__ import annotations
 
 import hashlib
+import re
 
 import sqlalchemy as sa
 from sqlalchemy.ext.compiler import compiles
@@ -28,6 +29,16 @@ from sqlalchemy.sql.expression import FunctionElement
 #: A key of at most this many bytes is compared as it is; a longer one by size and SHA-256.
 KEY_COMPARED_BYTES = 1024
 SQLITE_KEY_MARKER = "kandev_dq_key_marker"
+
+
+#: A key over the limit as :func:`key_shown` shows it.
+_SHOWN_MARKER = re.compile(r"\.\.\.\[\d+ bytes, sha256 [0-9a-f]{64}\]")
+
+
+def shows_a_longer_key(shown: str) -> bool:
+    """Whether ``shown`` (a key as :func:`key_shown` returns it) stands for a key over the
+    limit rather than being the key: such a key cannot be named by what was shown."""
+    return _SHOWN_MARKER.fullmatch(shown) is not None
 
 
 def key_marker(raw: bytes | None) -> str | None:

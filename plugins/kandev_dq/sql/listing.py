@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import weakref
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -87,11 +88,18 @@ class Listing:
     dialect: Dialect
 
     def sql(self) -> str:
-        """The statement as a reviewer pastes it into ``sqlite3`` or ``psql``."""
+        """The statement as a reviewer reads it and pastes it into ``sqlite3`` or ``psql``: one
+        clause per line, each subquery indented (sqlparse changes whitespace alone)."""
+        import sqlparse
+        from sqlparse.exceptions import SQLParseError
+
         compiled = self.select.compile(
             dialect=as_clients_read(self.dialect), compile_kwargs={"literal_binds": True}
         )
-        return f"{str(compiled).strip()};"
+        text = str(compiled).strip()
+        with suppress(SQLParseError):  # past sqlparse's token limit: SQLAlchemy's breaks stay
+            text = sqlparse.format(text, reindent=True, indent_width=2)
+        return f"{text};"
 
 
 def as_clients_read(dialect: Dialect) -> Dialect:

@@ -175,6 +175,10 @@ _FIELDS = (*_MESSAGE_COLUMNS, *(name for name, _, _ in _FIELD_READS))
 #: The text fields whose size nothing bounds (a description may be megabytes; the statuses
 #: and ids are compared and joined on, and read everywhere).
 UNBOUNDED_TEXT = ("parent_tool_call_id", *TASK_TEXT)
+#: What a reader without ``texts`` takes from the message by id (see :func:`backfill_select`):
+#: the unbounded texts, and the ``updated_at`` SQLite keeps as text of any size, which
+#: neither ranks a message nor keys a row.
+READ_BY_ID = (*UNBOUNDED_TEXT, "updated_at")
 
 
 def subagent_messages(
@@ -231,6 +235,11 @@ def qualifies(sm: sa.Subquery) -> sa.ColumnElement[bool]:
     return identified(sm.c.task_session_id, sm.c.task_id, sm.c.tool_call_id)
 
 
+#: The fields :func:`winners` returns as tokens for a reader comparing them (``key_tokens``):
+#: the key, and the ids only compared for equality.
+COMPARED_AS_TOKENS = ("tool_call_id", "task_id", "turn_id")
+
+
 def _id_order(column, dialect_name: str):
     """Byte order for the id tie-break, whatever the database's collation (AC-19)."""
     return column.collate("C" if dialect_name == "postgresql" else "BINARY")
@@ -248,10 +257,10 @@ def winners(
 
     ``created_before`` (an instant parameter) ranks only the messages created before it: the
     ones a backfill that ran before that instant could have read (AC-21b, AC-22). Without
-    ``texts`` the :data:`UNBOUNDED_TEXT` fields are left out (see :func:`backfill_select`).
-    With ``key_tokens`` the ``tool_call_id`` ranked by and returned is its
-    :class:`~kandev_dq.sql.compared.key_token`, for a reader comparing keys: the same ranks,
-    and a huge key never passes whole through the sort.
+    ``texts`` the :data:`READ_BY_ID` fields are left out (see :func:`backfill_select`).
+    With ``key_tokens`` the :data:`COMPARED_AS_TOKENS` fields ranked by or returned are their
+    :class:`~kandev_dq.sql.compared.key_token`, for a reader comparing them: the same ranks,
+    and a huge key, task or turn id never passes whole through the sort.
 
     The messages are read once, ranked with their fields, except on SQLite with ``texts``:
     there the window sorts ids and keys only and each message's fields are read after it, by
@@ -270,14 +279,14 @@ def winners(
         existed = [before(read.c.created_at, created_before)] if created_before is not None else []
         return sa.select(*columns, rank.label("rank")).where(qualifies(read), *existed)
 
-    bounded = tuple(name for name in _FIELDS if name not in UNBOUNDED_TEXT)
+    bounded = tuple(name for name in _FIELDS if name not in READ_BY_ID)
     only = None if texts else bounded
     if dialect_name != "sqlite" or not texts:
         sm = subagent_messages("msg", only=only, reads_most_fields=True)
         # Fenced: the sort then carries the fields, not each message's document and text.
         # With key_tokens, the token is taken before the sort, which then never holds the key.
         read = [
-            key_token(c).label(c.name) if key_tokens and c.name == "tool_call_id" else c
+            key_token(c).label(c.name) if key_tokens and c.name in COMPARED_AS_TOKENS else c
             for c in sm.c
         ]
         fields = (read_once if key_tokens else fenced)(sa.select(*read)).subquery("msg_fields")
@@ -352,13 +361,23 @@ def backfill_select(
     """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table);
     with ``created_before``, the rows a backfill that ran before that instant inserted.
 
-    Without ``texts``, the :data:`UNBOUNDED_TEXT` columns are left out, for a reader that
-    takes them from :func:`subagent_messages` by id: SQLite materialises a subquery joined
-    as these rows are in the backfill reconciliation, a copy of each value and one more as
-    it is read back (a 50 MB description cost 100 MB that way). With ``key_tokens`` the
-    ``tool_call_id`` is its token (see :func:`winners`), for the reconciliation's join."""
+    Without ``texts``, the :data:`READ_BY_ID` columns are left out (the :data:`UNBOUNDED_TEXT`
+    ones, ``settled_at`` and ``updated_at``), for a reader that takes them from the message by
+    id: SQLite materialises a subquery joined as these rows are in the backfill
+    reconciliation, a copy of each value and one more as it is read back (a 50 MB
+    description cost 100 MB that way; a 50 MB ``updated_at``, in two columns, twice that).
+    With ``key_tokens`` the ``tool_call_id`` is its token (see :func:`winners`), for the
+    reconciliation's join."""
     r = winners(dialect_name, created_before, texts=texts, key_tokens=key_tokens)
     agent_status, tool_status = r.c.agent_status, r.c.tool_status  # '' already read as NULL
+    updated = (
+        (
+            settled_at(tool_status, r.c.updated_at).label("settled_at"),
+            r.c.updated_at.label("updated_at"),
+        )
+        if texts
+        else ()
+    )
     return sa.select(
         r.c.id,
         r.c.task_session_id,
@@ -375,8 +394,11 @@ def backfill_select(
         _metric(r.c.duration_ms, agent_status, keep_zero=False).label("duration_ms"),
         sa.literal("backfill", sa.Text).label("source"),
         r.c.created_at.label("observed_at"),
-        sa.case(
-            (tool_status.in_(schema.TERMINAL_TOOL_STATUSES), r.c.updated_at), else_=sa.null()
-        ).label("settled_at"),
-        r.c.updated_at.label("updated_at"),
+        *updated,
     ).where(r.c.rank == 1)
+
+
+def settled_at(tool_status, updated_at) -> sa.ColumnElement:
+    """AC-23a: a row's ``settled_at`` is its message's ``updated_at`` once the tool call is
+    terminal, else NULL."""
+    return sa.case((tool_status.in_(schema.TERMINAL_TOOL_STATUSES), updated_at), else_=sa.null())

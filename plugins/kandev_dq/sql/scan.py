@@ -15,6 +15,7 @@ from typing import Any, NotRequired, TypedDict
 
 import sqlalchemy as sa
 
+from kandev_dq.sql.compared import shows_a_longer_key
 from kandev_dq.sql.listing import Listing, listing_of, with_instants
 from kandev_dq.sql.messages import sample_of
 
@@ -113,10 +114,15 @@ CARRIED_SESSIONS = 5_000
 CARRIED_CHARS = 200_000
 
 
+def _token_of_longer(session: str | None) -> bool:
+    return session is not None and shows_a_longer_key(session)
+
+
 def carry_sessions(conn: sa.Connection, counted: Iterable[tuple[Part, sa.Select]]) -> None:
     """Give each failing part the distinct ``task_session_id`` of the items it counted
     (``sessions``), read from its ``sample`` (the rows counted, unlimited) in the same snapshot;
-    past :data:`CARRIED_SESSIONS` or :data:`CARRIED_CHARS` over all the parts, None to each."""
+    past :data:`CARRIED_SESSIONS` or :data:`CARRIED_CHARS` over all the parts, or for a session
+    read as the token of a longer id (which names no session), None to each."""
     failing = [(found, sample) for found, sample in counted if found["count"]]
     left, chars = CARRIED_SESSIONS, 0
     for found, sample in failing:
@@ -125,7 +131,8 @@ def carry_sessions(conn: sa.Connection, counted: Iterable[tuple[Part, sa.Select]
         sessions = [None if session is None else str(session) for session in read]
         left -= len(sessions)
         chars += len(json.dumps(sessions))
-        if left < 0 or chars > CARRIED_CHARS:
+        # A session over the key limit is read as its token (sql/compared.py): not its id.
+        if left < 0 or chars > CARRIED_CHARS or any(map(_token_of_longer, sessions)):
             for part_over, _ in failing:
                 part_over["sessions"] = None
             return

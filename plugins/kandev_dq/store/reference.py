@@ -2,9 +2,14 @@
 
 A command reads its ``--store`` (or ``--records``) once, at its edge, into a
 :class:`StoreRef`: the option as given, the kind of database, the SQLite file, the URL, the one
-name every output shows it by, and its name in the records database. Everything after that
-(the refusals before GX, :func:`kandev_dq.store.access.open_store`, the records-vs-store
-refusal, the run name, the key ledger) takes the reference and resolves nothing again.
+name every output shows it by, and the name the user gave the store (``--store-name``). Everything
+after that (the refusals before GX, :func:`kandev_dq.store.access.open_store`, the
+records-vs-store refusal, the run name, the key ledger) takes the reference and resolves nothing
+again.
+
+A store's name in the records database is what the store itself says it is, however the URL
+spells it (:func:`identity_key`): the cluster's system identifier and the database on
+PostgreSQL, the file's device and inode on SQLite; or the user's own name for it.
 
 Importing SQLAlchemy takes a third of a second: a SQLite path and a plain PostgreSQL URL are
 read here without it (the refusals of a missing file or an unreachable server come before it
@@ -13,8 +18,9 @@ loads, ``tests/test_cli_inputs.py``); any other URL, and :attr:`StoreRef.url`, l
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +43,7 @@ from kandev_dq.store.target import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import sqlalchemy as sa
     from sqlalchemy.engine import URL
 
 SQLITE = "sqlite"
@@ -56,6 +63,21 @@ class StoreRef:
     file: Path | None
     #: How every output, the JSON and the data docs name it (:func:`shown_store`).
     shown: str
+    #: The user's own name for the store in the records database (``--store-name``,
+    #: ``$KANDEV_DQ_STORE_NAME``), which keeps copies of one store apart; None: the store's
+    #: identity names it (:func:`identity_key`).
+    name: str | None = None
+
+    def named(self, name: str | None) -> StoreRef:
+        """This reference with the user's name for the store (None: named by its identity)."""
+        if name is not None and not name.strip():
+            raise StoreError("--store-name must not be empty")
+        if name == self.name:
+            return self
+        named = replace(self, name=name)
+        if "url" in self.__dict__:  # already read: kept, not read again
+            named.__dict__["url"] = self.url
+        return named
 
     @cached_property
     def url(self) -> URL:
@@ -73,13 +95,22 @@ class StoreRef:
         return sqlite_path(self.given) is not None
 
     @property
-    def ledger_name(self) -> str:
-        """The database's name in the records database (key ledger, baselines, run names):
-        :attr:`shown` but for a SQLite store's prefix (``sqlite:/srv/k.db``), kept as it was
-        so that existing records still match."""
+    def spelled_name(self) -> str:
+        """How records written before stores were named by their identity name it: the URL as
+        spelled, without credentials (a SQLite store as ``sqlite:/srv/k.db``). Read only to
+        adopt those records (:meth:`kandev_dq.records.Records.adopt_spelled`)."""
         if self.is_sqlite:
             return "sqlite:" + self.shown.removeprefix("sqlite:///")
         return self.shown
+
+    @property
+    def connect_form(self) -> str:
+        """The URL a command takes to reach this database again: the user kept (it may be
+        needed to connect), never the password; a SQLite file by its absolute path."""
+        if self.is_sqlite:
+            return self.shown
+        bare = without_secrets(self.url)._replace(drivername="postgresql")
+        return bare.render_as_string(hide_password=False)
 
     def identity(self, *, read_only: bool) -> DatabaseIdentity | None:
         """What makes it one database, asked of the file system or the server through the
@@ -278,13 +309,13 @@ class DatabaseIdentity:
     started: str | None = None
 
     def same_as(self, other: DatabaseIdentity) -> bool:
-        """One database: one place, on one cluster (by its system identifier when both
-        sessions may read it, else by the server's start time, which every role may read)."""
-        if self.place != other.place:
-            return False
+        """One database: on one cluster (by its system identifier when both sessions may read
+        it) the same database, whichever server serves it: a streaming standby's primary is
+        the store. Else one place (port and database) on a server started at one time, which
+        every role may read."""
         if self.system is not None and other.system is not None:
-            return self.system == other.system
-        return self.started == other.started
+            return (self.system, self.place[2:]) == (other.system, other.place[2:])
+        return self.place == other.place and self.started == other.started
 
 
 def database_identity(url: URL, *, read_only: bool) -> DatabaseIdentity | None:
@@ -334,3 +365,39 @@ def database_identity(url: URL, *, read_only: bool) -> DatabaseIdentity | None:
         raise StoreError(f"cannot tell which database {shown} is: {detail}") from None
     finally:
         conn.close()
+
+
+def identity_key(conn: sa.Connection, shown: str) -> str:
+    """What the store read through ``conn`` says it is, as its name in the records database:
+    ``postgresql:<system identifier>/<database>`` (``/<schema>`` after it when the store's
+    tables are read from a schema other than ``public``), ``sqlite:<device>:<inode>``. Every
+    spelling of one database reads one name, and so does a copy that keeps the identity (a
+    pg_basebackup, a standby); a file copy is another file. An identity that cannot be read
+    is a :class:`StoreError` naming why (``shown``: the store as outputs name it), never a new
+    store."""
+    if conn.dialect.name == SQLITE:
+        rows = conn.exec_driver_sql("PRAGMA database_list").all()
+        file = next((row[2] for row in rows if row[1] == "main"), "")
+        if not file:
+            raise StoreError(f"cannot tell which store {shown} is: it has no file")
+        try:
+            found = os.stat(file)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise StoreError(f"cannot tell which store {shown} is: {reason}") from None
+        return f"{SQLITE}:{found.st_dev}:{found.st_ino}"
+    import sqlalchemy as sa
+
+    try:
+        system, name, schema = conn.exec_driver_sql(
+            "SELECT system_identifier::text, current_database(), current_schema() "
+            "FROM pg_control_system()"
+        ).one()
+    except sa.exc.DBAPIError as exc:
+        detail = (str(exc.orig).strip().splitlines() or [type(exc.orig).__name__])[0]
+        raise StoreError(
+            f"cannot tell which store {shown} is: {redact(detail)} (name it with --store-name, "
+            "or grant EXECUTE on pg_control_system() to the role)"
+        ) from None
+    key = f"{POSTGRESQL}:{system}/{name}"
+    return key if schema in (None, "public") else f"{key}/{schema}"

@@ -4,7 +4,7 @@ GX's SQL execution engine hands each metric its own connection, so on its own ev
 metric would read its own snapshot. ``kandev-dq check`` therefore *pins* one read-only
 snapshot (PostgreSQL: REPEATABLE READ READ ONLY; SQLite: one read transaction) before it runs
 a checkpoint, registered against the very engine object GX's execution engine reads through
-(:mod:`kandev_dq.run.gx_adapter` sets that engine up). Every kandev-dq fact is read through
+(:mod:`kandev_dq.gx.adapter` sets that engine up). Every kandev-dq fact is read through
 :func:`facts_for`, which uses the pinned connection when it is asked for that engine, and
 caches each family of facts for the run so that suites of one checkpoint share both the
 snapshot and the scan.
@@ -30,6 +30,7 @@ import sqlalchemy as sa
 
 from kandev_dq.sql.messages import Unreadable, tolerating_unreadable_metadata
 from kandev_dq.store.observe import snapshot_observed
+from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.replication import ServerClock, server_clock
 from kandev_dq.store.sqlite_driver import tolerate_bad_utf8
 
@@ -46,6 +47,12 @@ class PinnedRead:
     unreadable: Unreadable = field(default_factory=Unreadable)
     #: The GX run name of the run reading it (the key ledger records who saw a key first).
     run_name: str | None = None
+    #: The store as the command named it (the user's name for it included), and its name in
+    #: the records database as the run read it once
+    #: (:func:`kandev_dq.records.identity.records_key`): every metric of the run keys its
+    #: records so.
+    store: StoreRef | None = None
+    records_key: str | None = None
     #: The store's clock read just before the snapshot began: a live run's watermark (every
     #: change it can see was committed by then; the window's overlap covers the writer's clock),
     #: and a standby's replay (:mod:`kandev_dq.store.replication`).

@@ -3,6 +3,8 @@
 Importing this package registers every verdict in :data:`kandev_dq.verdicts.base.VERDICTS`,
 keyed by its expectation's name. The GX expectations (:mod:`kandev_dq.expectations`) delegate
 to these; ``kandev-dq explain`` judges with them directly, without importing GX.
+
+May import ``facts``, ``store``, ``sql``, ``contract``, ``errors`` and ``text``; never GX.
 """
 
 from kandev_dq.verdicts import (

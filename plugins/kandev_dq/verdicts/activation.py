@@ -22,6 +22,7 @@ from kandev_dq.facts.activation import (
     sentinel_backfill_facts,
 )
 from kandev_dq.facts.shapes import ActivationFacts, DisclosureFacts, SentinelBackfillFacts
+from kandev_dq.text import command_options
 from kandev_dq.verdicts.base import (
     REQUIRED,
     Family,
@@ -38,10 +39,19 @@ _ONE_SECOND = timedelta(seconds=1)
 BASELINE_DISCLOSURE = "expect_write_once_baseline_to_predate_this_run"
 
 
-def accept_command(store: str, key: str) -> str:
+def accept_command(ledger: dict[str, Any], key: str) -> str:
     """How a permanent AC-24 failure is cleared after a legitimate reset (a restored backup):
-    the command accepting ``key``'s new value on ``store``, its reason left to fill in."""
-    return f"kandev-dq ledger accept --store '{store}' --key {key} --reason TEXT"
+    the command accepting ``key``'s new value on the store, in the records database, the run
+    used (``ledger``'s ``store``, ``records`` and the user's ``name`` for the store), its
+    reason left to fill in."""
+    options = command_options(
+        (
+            ("--store", ledger.get("store") or "STORE"),
+            ("--store-name", ledger.get("name")),
+            ("--records", ledger.get("records")),
+        )
+    )
+    return f"kandev-dq ledger accept {options} --key {key} --reason TEXT"
 
 
 ACTIVATION = Family("kandev.activation_facts", activation_facts, windowed=True)
@@ -52,7 +62,8 @@ DISCLOSURE = Family("kandev.disclosure_facts", disclosure_facts)
 
 #: What the ledger rules read: the activation keys (of :class:`ActivationFacts`) and, beside
 #: them under the write-once ledger metric's name, what the records database holds for this
-#: store (``{"first_seen", "baseline"}``, and ``store`` as a remedy names it).
+#: store (``{"first_seen", "baseline"}``, and ``store``, ``records``, ``name`` as a remedy
+#: names them).
 LedgerFacts = TypedDict(
     "LedgerFacts",
     {"keys": dict[str, str | None], WRITE_ONCE_LEDGER: NotRequired[dict[str, Any]]},
@@ -101,7 +112,6 @@ class ExpectActivationKeysToBeWriteOnce(_LedgerVerdict):
                 ),
             )
         now = facts["keys"]  # read as the ledger records them
-        store = ledger.get("store") or "STORE"
         changed = [
             {"key": key, "first_seen": old, "now": now.get(key)}
             for key, old in sorted(first_seen.items())
@@ -120,7 +130,7 @@ class ExpectActivationKeysToBeWriteOnce(_LedgerVerdict):
             message=(
                 f"key rewritten or deleted: {said}; if this was a legitimate reset (a restored "
                 "backup), record it with "
-                + ", ".join(f"`{accept_command(store, c['key'])}`" for c in changed)
+                + ", ".join(f"`{accept_command(ledger, c['key'])}`" for c in changed)
             ),
             unexpected_count=len(changed),
             sample=changed,

@@ -54,6 +54,9 @@ class ExpectBackfillReconciliationNotVacuous(_BackfillVerdict):
     compared in full and how many drifted rows on their write-once fields only.
     """
 
+    def listing(self, facts: BackfillFacts):
+        return facts.get("expected_listing")
+
     def judge(self, facts: BackfillFacts) -> Finding:
         if not facts["evaluable"]:
             return Finding(

@@ -29,7 +29,7 @@ class Family:
     """One family of facts: ``compute(conn, **params)``, ``params`` being its value keys.
 
     ``name`` is the GX metric computing it in a run; a ``windowed`` family also reads a live
-    suite's change window when a run gives it one (:mod:`kandev_dq.run.live_window`)."""
+    suite's change window when a run gives it one (:mod:`kandev_dq.records.watermark`)."""
 
     name: str
     compute: Callable[..., Mapping[str, Any]]
@@ -151,7 +151,7 @@ class Verdict:
 class LiveScopedVerdict(Verdict):
     """A rule a ``live`` suite also runs: its GX expectation takes ``live_window`` (the live
     suite's name), and a run then reads its family over that suite's change window
-    (:mod:`kandev_dq.run.live_window`); judged the same either way. Unset, the family is read
+    (:mod:`kandev_dq.records.watermark`); judged the same either way. Unset, the family is read
     in full (everything since capture_since), as ``explain`` reads it."""
 
     arguments: ClassVar[dict[str, Any]] = {"live_window": None}

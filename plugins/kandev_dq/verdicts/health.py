@@ -162,6 +162,9 @@ class ExpectNoCrossExecutionCollisionsSinceCaptureSince(_HealthVerdict):
 
     needs_rows: ClassVar[bool] = True
 
+    def listing(self, facts: HealthFacts):
+        return facts.get("collisions", {}).get("listing")
+
     def judge_compared(self, facts: HealthFacts) -> Finding:
         part = facts["collisions"]
         count = part["count"]

@@ -115,7 +115,7 @@ def detection_matrix(
     """Run every scenario on SQLite (and PostgreSQL when ``postgres`` names a database) and
     return the rendered matrix and every problem found (a fault not caught, an error on a
     healthy scenario, or dialects that disagree)."""
-    from kandev_dq.run.project import build_project
+    from kandev_dq.project.files import build_project
 
     started = time.perf_counter()
     verdicts: dict[tuple[str, str], Verdict] = {}

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
 from kandev_dq.contract.severity import Severity
-from kandev_dq.errors import KandevDqError
+from kandev_dq.errors import KandevDqError, did_you_mean
 from kandev_dq.store.reference import with_pg_option
 
 SEVERITIES = tuple(severity.value for severity in Severity)
@@ -103,4 +103,5 @@ def get(name: str) -> Scenario:
     except KeyError:
         raise KandevDqError(
             f"no scenario {name!r}; `kandev-dq scenarios list` names them all"
+            + did_you_mean(name, SCENARIOS)
         ) from None

@@ -50,11 +50,32 @@ class utc_instant_latest(FunctionElement):  # noqa: N801
     type = sa.Text()
 
 
-def _sqlite_fraction(col: str) -> str:
+#: What follows the fraction digits: the offset, and trailing zeros (padded back to nine).
+_FRACTION_TRIMMED = "'+-:0Z'"
+#: A text with a character other than those at or past its 30th: its fraction's first nine
+#: characters (from the 21st) are then its reading's (GLOB, like substr, ends at a NUL).
+_LONGER_FRACTION = "'" + "?" * 29 + "*[^-+:0Z]*'"
+#: A stored text longer than this many bytes (no recognised form has more than 35) is read
+#: from its head (see :func:`_sqlite_reading`).
+_READ_HEAD_BYTES = 64
+
+
+def _sqlite_fraction(col: str, whole: str | None = None) -> str:
     # Fraction digits are whatever follows the '.', minus the offset; trailing zeros may be
     # dropped with it because they are padded back to nine (CONTRACT §1 trimmed widths).
+    if whole is None:
+        return (
+            f"CASE WHEN substr({col}, 20, 1) = '.' "
+            f"THEN rtrim(substr({col}, 21), {_FRACTION_TRIMMED}) ELSE '' END"
+        )
+    # ``col`` is the head of the text ``whole``: only the first nine fraction characters count,
+    # and whether anything but trimmed characters follows them, tested in the head first and
+    # in place past it (the same reading as above, never cutting off the tail).
     return (
-        f"CASE WHEN substr({col}, 20, 1) = '.' THEN rtrim(substr({col}, 21), '+-:0Z') ELSE '' END"
+        f"CASE WHEN substr({col}, 20, 1) = '.' THEN "
+        f"CASE WHEN rtrim(substr({col}, 30), {_FRACTION_TRIMMED}) <> '' "
+        f"OR {whole} GLOB {_LONGER_FRACTION} THEN substr({col}, 21, 10) "
+        f"ELSE rtrim(substr({col}, 21, 9), {_FRACTION_TRIMMED}) END ELSE '' END"
     )
 
 
@@ -62,21 +83,53 @@ def _sqlite_fixed(col: str, fraction: str) -> str:
     return f"(substr({col}, 1, 10) || ' ' || substr({col}, 12, 8) || '.' || {fraction})"
 
 
-@compiles(utc_instant, "sqlite")
-def _utc_instant_sqlite(element, compiler, **kw):
-    col = compiler.process(list(element.clauses)[0], **kw)
-    return _sqlite_fixed(col, f"substr(({_sqlite_fraction(col)}) || '000000000', 1, 9)")
+def _sqlite_reading(col: str, reading, printed: bool) -> str:
+    """``reading(text, whole)`` of the stored ``col``; a value over :data:`_READ_HEAD_BYTES`
+    (a size SQLite reads from the record header) is read from its head, taken once. Each
+    mention of a column loads its value into a register of its own, kept until the statement
+    ends: a 50 MB text read in a dozen mentions was held about three times per reading.
+    A ``printed`` statement (values inlined: a finding's listing) runs in any ``sqlite3``
+    shell, older than 3.43 too, which has no ``octet_length``: it reads every value whole."""
+    if printed:
+        return reading(col, None)
+    head = "kandev_instant_head"
+    # Materialised: a plain subquery would be flattened, every mention of the head a mention
+    # of the text again (and a LIMIT fence would read as a batch in the backfill, AC-22).
+    from_head = (
+        f"(WITH {head}_read AS MATERIALIZED "
+        f"(SELECT substr({col}, 1, {_READ_HEAD_BYTES}) AS {head}) "
+        f"SELECT {reading(head, col)} FROM {head}_read)"
+    )
+    return (
+        f"(CASE WHEN octet_length({col}) > {_READ_HEAD_BYTES} THEN {from_head} "
+        f"ELSE {reading(col, None)} END)"
+    )
 
 
-@compiles(utc_instant_latest, "sqlite")
-def _utc_instant_latest_sqlite(element, compiler, **kw):
-    col = compiler.process(list(element.clauses)[0], **kw)
-    fraction = _sqlite_fraction(col)
+def _sqlite_exact(col: str, whole: str | None) -> str:
+    fraction = _sqlite_fraction(col, whole)
+    return _sqlite_fixed(col, f"substr(({fraction}) || '000000000', 1, 9)")
+
+
+def _sqlite_latest(col: str, whole: str | None) -> str:
+    fraction = _sqlite_fraction(col, whole)
     return _sqlite_fixed(
         col,
         f"(CASE WHEN ({fraction}) = '' THEN '999999999' "
         f"ELSE substr(({fraction}) || '000000000', 1, 9) END)",
     )
+
+
+@compiles(utc_instant, "sqlite")
+def _utc_instant_sqlite(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    return _sqlite_reading(col, _sqlite_exact, kw.get("literal_binds", False))
+
+
+@compiles(utc_instant_latest, "sqlite")
+def _utc_instant_latest_sqlite(element, compiler, **kw):
+    col = compiler.process(list(element.clauses)[0], **kw)
+    return _sqlite_reading(col, _sqlite_latest, kw.get("literal_binds", False))
 
 
 @compiles(utc_instant, "postgresql")

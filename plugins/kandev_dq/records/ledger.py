@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.records.tables import (
+from kandev_dq.records.tables import (
     baselines,
     imports,
     key_ledger,
@@ -35,7 +35,7 @@ FROM_JSON = "imported key_ledger.json"
 
 
 class Ledger:
-    """The key ledger's part of :class:`~kandev_dq.run.records.database.Records`."""
+    """The key ledger's part of :class:`~kandev_dq.records.database.Records`."""
 
     engine: sa.Engine
     dialect: str

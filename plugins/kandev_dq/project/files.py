@@ -1,23 +1,18 @@
-"""The GX project: which expectations form which suite, which suites each checkpoint runs, and
-loading a project safely.
+"""The project's files: finding a project, refusing code of its own, and writing it (``init``).
 
 The repository root is a GX file context (``great_expectations.yml`` at the root). Its suites,
 validation definitions and checkpoints are generated from the rule index (:func:`suite_plan`)
 and :data:`CHECKPOINTS` by :func:`build_project` (also what ``kandev-dq init`` runs), so the
-JSON in ``expectations/`` and ``checkpoints/`` never drifts from the code. The store is chosen
-at run time: the one data source reads its URL from ``${KANDEV_STORE_URL}``, a config variable
-given through GX's runtime environment (never the process environment) and always
-password-free; the connections themselves come from kandev-dq (:mod:`kandev_dq.run.gx_adapter`).
+JSON in ``expectations/`` and ``checkpoints/`` never drifts from the code. All of it is read and
+written without GX; GX loads the project in :mod:`kandev_dq.gx.context`, whose one data source
+reads the store's password-free URL from ``${KANDEV_STORE_URL}``, and the connections come from
+kandev-dq (:mod:`kandev_dq.gx.adapter`).
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import logging
-import os
 import uuid
-from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -25,20 +20,18 @@ from kandev_dq.contract.rule_index import LIVE_SUITES
 from kandev_dq.errors import KandevDqError
 
 # What init writes, as data (read without GX; a project's deviations are measured against it).
-from kandev_dq.run.plan import CHECKPOINTS, SUITE_NAMES, suite_plan
+from kandev_dq.project.plan import CHECKPOINTS, SUITE_NAMES, suite_plan
 
 # The project's parts, named once where the vetting (which reads them before GX) defines them.
 # URL_VARIABLE is the GX config variable the data source's URL comes from: users name a store
 # with the same environment variable; GX's runtime environment, where kandev-dq puts the URL,
 # ranks above it.
-from kandev_dq.run.vetting import (
+from kandev_dq.project.vetting import (
     CHECKPOINT_DIR,
     DEFINITION_DIR,
     PROJECT_FILE,
     SUITE_DIR,
     URL_VARIABLE,
-    loading_vetted,
-    trust_project_code,
     vet_project,
 )
 
@@ -58,24 +51,6 @@ SUITE_ASSETS: dict[str, str] = {
 BATCH = "whole_table"
 
 
-def suite_expectations(suite: str) -> list:
-    """A suite's GX expectation objects, each at its class's own severity (imports GX)."""
-    from great_expectations.expectations.registry import get_expectation_impl
-
-    import kandev_dq.expectations  # noqa: F401 - registers the types with GX
-
-    return [
-        get_expectation_impl(planned.type).at_default_severity(**planned.kwargs)
-        for planned in suite_plan(suite)
-    ]
-
-
-#: Suite name -> a function building its GX expectations (imported lazily: GX is slow to import).
-SUITES: dict[str, Callable[[], list]] = {
-    name: functools.partial(suite_expectations, name) for name in SUITE_NAMES
-}
-
-
 def reads_live(checkpoint: str) -> bool:
     """Whether ``checkpoint`` runs a live suite (which reads the live window's settings)."""
     return any(suite in LIVE_SUITES for suite in CHECKPOINTS.get(checkpoint, ()))
@@ -90,7 +65,7 @@ def default_project() -> Path:
     here = Path.cwd()
     if (here / PROJECT_FILE).is_file():
         return here
-    checkout = Path(__file__).resolve().parents[3]  # <checkout>/plugins/kandev_dq/run
+    checkout = Path(__file__).resolve().parents[3]  # <checkout>/plugins/kandev_dq/project
     if (checkout / PROJECT_FILE).is_file() and (checkout / "pyproject.toml").is_file():
         return checkout
     raise KandevDqError(
@@ -123,74 +98,10 @@ def refuse_project_code(root: Path, *, own_run_only: bool = False) -> None:
     ``${VAR}`` substitution, stores or docs outside its folder (docs/reliability.md, 3a).
 
     A project is data: checkouts written by others are checked with it. This reads its files
-    before GX does and imports nothing (:mod:`kandev_dq.run.vetting`). ``own_run_only``: the
-    caller writes its own run's pages only (:func:`~kandev_dq.run.vetting.vet_project`).
+    before GX does and imports nothing (:mod:`kandev_dq.project.vetting`). ``own_run_only``: the
+    caller writes its own run's pages only (:func:`~kandev_dq.project.vetting.vet_project`).
     """
     vet_project(root, own_run_only=own_run_only)
-
-
-def load_context(
-    root: Path,
-    store_url: str | None = None,
-    *,
-    allow_project_code: bool = False,
-    own_run_only: bool = False,
-):
-    """A file context rooted at ``root``, with every kandev-dq expectation registered first.
-
-    ``store_url`` (password-free) is what the data source's ``${KANDEV_STORE_URL}`` resolves
-    to: GX's runtime environment ranks above the process environment and the project's config
-    variables. (The records database is never a config variable: its URL may hold a password;
-    kandev-dq attaches it to the results store, :func:`kandev_dq.run.results_store.attach_records`.)
-
-    Refuses a folder without ``great_expectations.yml`` (GX would silently create an empty
-    project there), a project that names Python of its own unless the user opted in with
-    ``allow_project_code`` (:func:`refuse_project_code`; ``own_run_only`` for a check), and a
-    suite that loads fewer expectations than its JSON holds (GX drops unknown expectation
-    types and the checkpoint would then pass on bad data).
-    """
-    root = Path(root)
-    if not (root / PROJECT_FILE).is_file():
-        raise KandevDqError(f"{root} is not a kandev-dq project: no {PROJECT_FILE} there")
-    if not allow_project_code:
-        refuse_project_code(root, own_run_only=own_run_only)
-    else:
-        trust_project_code(root)  # GX's path vets it again (vet_on_gx_path)
-    import kandev_dq.expectations  # noqa: F401 - registers the types before any suite loads
-    import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
-    import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
-
-    quiet_gx()
-    import great_expectations as gx
-
-    with loading_vetted(root) as vetted:
-        context = vetted(_file_context(gx, root, store_url))
-    # Also for a project whose yml predates kandev-dq's own expectations store.
-    for path in sorted((root / SUITE_DIR).glob("*.json")):
-        declared = json.loads(path.read_text(encoding="utf-8")).get("expectations", [])
-        try:
-            loaded = context.suites.get(path.stem).expectations
-            refuse_incomplete_suite(
-                path.stem,
-                [str(e.get("type")) for e in declared],
-                [e.expectation_type for e in loaded],
-            )
-        except IncompleteSuiteError as exc:
-            raise KandevDqError(f"{path}: {exc}") from None
-        except gx.exceptions.GreatExpectationsError as exc:
-            raise KandevDqError(f"{path}: {str(exc).splitlines()[0]}") from None
-    return context
-
-
-def _file_context(gx, root: Path, store_url: str | None):
-    variables = {URL_VARIABLE: store_url} if store_url else None
-    return gx.get_context(mode="file", context_root_dir=str(root), runtime_environment=variables)
-
-
-def quiet_gx() -> None:
-    """No GX progress bars or INFO chatter on non-interactive output."""
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    logging.getLogger("great_expectations").setLevel(logging.ERROR)
 
 
 _YML = """\
@@ -206,16 +117,16 @@ progress_bars:
   metric_calculations: false
 stores:
   expectations_store:
-    module_name: kandev_dq.run.suites_store
+    module_name: kandev_dq.gx.suites_store
     class_name: ExpectationsStore
     store_backend:
       class_name: TupleFilesystemStoreBackend
       base_directory: expectations/
   validation_results_store:
-    module_name: kandev_dq.run.results_store
+    module_name: kandev_dq.gx.results_store
     class_name: ValidationResultsStore
     store_backend:
-      module_name: kandev_dq.run.results_store
+      module_name: kandev_dq.gx.results_store
       class_name: RecordsStoreBackend
   checkpoint_store:
     class_name: CheckpointStore
@@ -275,7 +186,7 @@ def generated_files(root: Path) -> list[Path]:
         root / PROJECT_FILE,
         *(
             root / folder / f"{name}.json"
-            for name in SUITES
+            for name in SUITE_NAMES
             for folder in (SUITE_DIR, DEFINITION_DIR)
         ),
         *(root / CHECKPOINT_DIR / f"{name}.json" for name in CHECKPOINTS),
@@ -357,7 +268,7 @@ def build_project(root: Path) -> Path:
         encoding="utf-8",
     )
     definitions = {}
-    for name in SUITES:
+    for name in SUITE_NAMES:
         suite = {
             "expectations": [
                 {

@@ -25,13 +25,13 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   source and that data source's context, all public properties.
 * **Knowing whether an action sent** (notifications): :func:`delivered` reads the return value
   GX's notification actions give when they have sent, which no GX type declares.
-* **Keeping results in the records database** (:mod:`kandev_dq.run.results_store`):
+* **Keeping results in the records database** (:mod:`kandev_dq.gx.results_store`):
   :class:`ValidationResultsStore` keeps GX's class name, which GX's config requires of a
   results store it is to keep (``DataContextConfig._init_stores``), reads keys back from the
   run-time format GX writes them in (``RunIdentifier.to_tuple``) in place of GX's own parse,
   lists a bounded window of keys to GX's page builders, stores a suite's ``success`` as
   kandev-dq's verdict, and adds to each result's ``meta`` its run's project deviations
-  (:mod:`kandev_dq.run.deviations`), read from the project at the ``root_directory`` GX gives
+  (:mod:`kandev_dq.project.deviations`), read from the project at the ``root_directory`` GX gives
   its stores, so the data docs name them whichever path ran the checkpoint.
 * **Telling a docs build which pages to render** (:func:`building_pages`): GX's
   ``update_data_docs`` action calls the site builder with no argument of kandev-dq's, so the
@@ -62,9 +62,10 @@ from great_expectations.data_context.types.resource_identifiers import (
     ValidationResultIdentifier,
 )
 
-from kandev_dq.run.deviations import RESULT_META_KEY, result_deviations
-from kandev_dq.run.results import suite_success
-from kandev_dq.run.vetting import vet_on_gx_path
+from kandev_dq.contract.rule_index import RULE_INDEX
+from kandev_dq.project.deviations import RESULT_META_KEY, result_deviations
+from kandev_dq.project.vetting import vet_on_gx_path
+from kandev_dq.records.results import suite_success
 
 
 @contextmanager
@@ -240,8 +241,13 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
         error-severity rules only): GX's own ignores severity, so an info disclosure would fail
         a run through GX's API, its data docs status and its notifications, where
         ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards.
+        A result of an expectation that is not kandev-dq's (GX's built-ins) keeps its counts
+        only (:func:`counts_only`): GX lists the store's values whole and unescaped.
         The run's project deviations go in its ``meta``: the data docs read them per run."""
         suite_validation_result.success = suite_success(suite_validation_result)
+        for result in suite_validation_result.results:
+            if result.expectation_config.type not in RULE_TYPES:
+                result.result = counts_only(result.result)
         if self._root:
             meta = suite_validation_result.meta
             meta[RESULT_META_KEY] = [
@@ -257,6 +263,42 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
         if key is None:
             key = self._keys[tuple_] = _result_identifier(tuple_) or super().tuple_to_key(tuple_)
         return key
+
+
+#: kandev-dq's own expectation types: their results carry values cut in SQL (in bytes).
+RULE_TYPES = frozenset(rule.expectation for rule in RULE_INDEX)
+#: What a result of GX's own expectations keeps: its counts, and an observed value cut short.
+COUNTS = frozenset(
+    {
+        "element_count",
+        "missing_count",
+        "missing_percent",
+        "unexpected_count",
+        "unexpected_percent",
+        "unexpected_percent_total",
+        "unexpected_percent_nonmissing",
+    }
+)
+SHOWN_CHARACTERS = 200
+
+
+def counts_only(result: dict[str, Any] | None) -> dict[str, Any]:
+    """A GX built-in's result without the store values it lists: its unexpected values and
+    their indexes (a hostile store's 50 MB value, a script tag) are neither stored, nor shown
+    in the data docs or a report; a store value as observed value (a text column's maximum) is
+    cut short, and a list of values is counted."""
+    kept = {key: value for key, value in (result or {}).items() if key in COUNTS}
+    if "observed_value" in (result or {}):
+        kept["observed_value"] = _short((result or {})["observed_value"])
+    return kept
+
+
+def _short(value: object) -> object:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, list | tuple | set | dict):
+        return f"{len(value)} values"
+    return str(value)[:SHOWN_CHARACTERS]
 
 
 def _result_identifier(tuple_) -> ValidationResultIdentifier | None:

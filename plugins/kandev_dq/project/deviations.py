@@ -3,7 +3,7 @@
 A project is data (docs/reliability.md, 3a), and its suites decide the verdict: a rule removed,
 a severity lowered to ``info``, an argument widened or a suite emptied passes a store kandev-dq's
 own suites would fail. Every run compares the checkpoint it runs, and the suites that checkpoint
-runs, with what ``kandev-dq init`` writes (:mod:`kandev_dq.run.plan`), and names
+runs, with what ``kandev-dq init`` writes (:mod:`kandev_dq.project.plan`), and names
 each difference; ``--strict`` refuses a run with any (:func:`refuse_deviations`).
 
 The project's JSON is read as the vetting reads it, without GX, from the folders kandev-dq's
@@ -22,8 +22,8 @@ from typing import Any
 
 from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.plan import CHECKPOINTS, SUITE_NAMES, Planned, suite_plan
-from kandev_dq.run.vetting import CHECKPOINT_DIR, DEFINITION_DIR, SUITE_DIR
+from kandev_dq.project.plan import CHECKPOINTS, SUITE_NAMES, Planned, suite_plan
+from kandev_dq.project.vetting import CHECKPOINT_DIR, DEFINITION_DIR, SUITE_DIR
 from kandev_dq.text import one_line
 
 #: The kinds of deviation, each in a word (the JSON's ``kind``).
@@ -209,6 +209,23 @@ def _rule_deviations(suite: str, rule: Planned, held: dict[str, Any]) -> list[De
             )
         )
     return found
+
+
+def project_entry(project: Path, expectation: str) -> tuple[str, str, dict[str, Any]] | None:
+    """The first of kandev-dq's suites in ``project`` that runs ``expectation``, with the
+    severity (kandev-dq's word) and the arguments it runs at there; None when the project's
+    suites do not run it."""
+    files = _ProjectFiles(project)
+    for suite in SUITE_NAMES:
+        for entry in files.suite_expectations(suite) or []:
+            if entry.get("type") == expectation:
+                arguments = entry.get("kwargs")
+                return (
+                    suite,
+                    _word(entry.get("severity")),
+                    arguments if isinstance(arguments, dict) else {},
+                )
+    return None
 
 
 def _word(gx_severity: object) -> str:

@@ -26,9 +26,8 @@ facts are read. On a PostgreSQL standby it is the primary's commit time of the l
 replayed (:mod:`kandev_dq.store.replication`), so a watermark never runs ahead of the data the
 snapshot holds however far replay lags; a standby that has replayed nothing since it started,
 or lags more than ``KANDEV_DQ_LIVE_MAX_GAP_HOURS``, is read in full, and the window says why.
-The metric reaches the records database the way the write-once ledger does
-(:mod:`kandev_dq.run.write_once`), so ``kandev-dq check``, the Python API and GX's own API
-share one history of live runs.
+The GX metric deciding it (:mod:`kandev_dq.gx.live_window`) reads the records database and the
+store's clock and decides here, without GX.
 """
 
 from __future__ import annotations
@@ -41,23 +40,13 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.instants import MalformedKey, parse_key
-from kandev_dq.contract.rule_index import LIVE_SUITES, LIVE_WINDOW
-from kandev_dq.expectations.base import (
-    LIVE_KEY,
-    OPEN_SESSIONS,
-    OPEN_SESSIONS_CUT,
-    register_metric,
-)
-from kandev_dq.run import gx_adapter
-from kandev_dq.run.checkpoint import parse_run_name, store_tag
-from kandev_dq.run.records import Records, now_text, refuse_the_store, results
-from kandev_dq.run.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE, LiveSettings, live_settings
-from kandev_dq.run.write_once import records_of
+from kandev_dq.contract.rule_index import LIVE_KEY, LIVE_SUITES, OPEN_SESSIONS, OPEN_SESSIONS_CUT
+from kandev_dq.project.settings import MAX_GAP_VARIABLE, OVERLAP_VARIABLE, LiveSettings
+from kandev_dq.records.database import Records
+from kandev_dq.records.register import parse_run_name, store_tag
+from kandev_dq.records.tables import now_text, results
 from kandev_dq.sql.scan import CARRIED_SESSIONS
-from kandev_dq.store.access import gx_facts
-from kandev_dq.store.reference import store_ref
-from kandev_dq.store.replication import Standby, server_clock
-from kandev_dq.store.snapshot import pin_of
+from kandev_dq.store.replication import Standby
 
 #: How many of a suite's newest stored results are read for this store's last watermark: runs
 #: of other stores sharing the records database come first; past them, the run reads in full.
@@ -97,8 +86,11 @@ def last_watermark(records: Records, suite: str, identity: str) -> LastRun | Non
     it (``nightly``, ``pre_release``: the same rules over everything) judged it, which settles
     them (:func:`open_findings`). The run names of kandev-dq's runs name the store (other
     stores' runs are never read); a run through GX's API names none, so its result is read for
-    the store it carries."""
+    the store it carries. Results stored under the store's spelled name, before stores were
+    named by their identity, are its own (:meth:`~kandev_dq.records.Records.spelled_names`).
+    """
     r = results.c
+    names = {identity, *records.spelled_names(identity)}
     query = (
         sa.select(r.value, r.run_key)
         .where(
@@ -106,7 +98,7 @@ def last_watermark(records: Records, suite: str, identity: str) -> LastRun | Non
             sa.or_(
                 r.run_name.is_(None),
                 r.run_name.not_like("%@%"),
-                r.run_name.like(f"%@{store_tag(identity)}"),
+                *(r.run_name.like(f"%@{store_tag(name)}") for name in sorted(names)),
             ),
         )
         .order_by(r.stored_at.desc(), r.id.desc())
@@ -114,7 +106,7 @@ def last_watermark(records: Records, suite: str, identity: str) -> LastRun | Non
     )
     with records.engine.connect() as conn:
         for value, run_key in conn.execute(query):
-            found = _live_states(value, identity)
+            found = _live_states(value, names)
             if found is not None:
                 watermark, states = found
                 return LastRun(watermark, open_findings(records, suite, identity, states, run_key))
@@ -167,8 +159,8 @@ def _document(value: str) -> dict[str, Any] | None:
     return document if isinstance(document, dict) else None
 
 
-def _live_states(value: str, identity: str) -> tuple[str, dict[str, RuleState]] | None:
-    """The watermark of a stored live result for the store ``identity`` and its rules'
+def _live_states(value: str, names: set[str]) -> tuple[str, dict[str, RuleState]] | None:
+    """The watermark of a stored live result for the store ``names`` name and its rules'
     states; None where it is no live read of that store."""
     document = _document(value)
     if document is None:
@@ -176,7 +168,9 @@ def _live_states(value: str, identity: str) -> tuple[str, dict[str, RuleState]] 
     watermark = None
     for result in document.get("results") or []:
         window = ((result.get("result") or {}).get("details") or {}).get(LIVE_KEY) or {}
-        if window.get("store") == identity and isinstance(window.get("watermark"), str):
+        # A result an earlier release stored names the store by its records key in "store".
+        named = window.get("records_key", window.get("store"))
+        if named in names and isinstance(window.get("watermark"), str):
             watermark = window["watermark"]
             break
     if watermark is None:
@@ -313,27 +307,3 @@ def _left_by(suite: str, open_findings: OpenFindings) -> str:
 
 def _hours(gap: timedelta) -> str:
     return f"{gap.total_seconds() / 3600:.1f} h"
-
-
-def live_window(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
-    """The window of the live suite ``params["live_window"]`` on the store being validated."""
-    suite = params[LIVE_KEY]
-    gx_engine = execution_engine.engine
-    records = records_of(gx_adapter.validating_context(execution_engine))
-    store = store_ref(gx_engine.url)
-    refuse_the_store(records.ref, store)  # validation never writes to the store
-    pin = pin_of(gx_engine)
-    clock = pin.clock if pin is not None and pin.clock is not None else None
-    if clock is None:  # GX's own path: the store's clock, before any of the suite's facts
-        clock = gx_facts(gx_engine, "server clock", server_clock)
-    identity = store.ledger_name
-    last = last_watermark(records, str(suite), identity)
-    settings = live_settings()
-    if last is None:
-        decided = decide(str(suite), None, clock.at, settings, standby=clock.standby)
-    else:
-        decided = decide(str(suite), last.watermark, clock.at, settings, last.open, clock.standby)
-    return decided | {"store": identity}
-
-
-register_metric(LIVE_WINDOW, live_window, (LIVE_KEY,))

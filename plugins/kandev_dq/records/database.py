@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from kandev_dq.errors import KandevDqError, StoreError
-from kandev_dq.run.records.ledger import Ledger
-from kandev_dq.run.records.register import Register
-from kandev_dq.run.records.results import Results
-from kandev_dq.run.records.tables import (
+from kandev_dq.records.ledger import Ledger
+from kandev_dq.records.names import StoreNames
+from kandev_dq.records.register import Register
+from kandev_dq.records.results import Results
+from kandev_dq.records.tables import (
     SCHEMA_VERSION,
     metadata,
     now_text,
@@ -31,11 +32,11 @@ from kandev_dq.store.reference import StoreRef, store_ref
 from kandev_dq.store.target import redact
 
 
-class Records(Ledger, Register, Results):
+class Records(Ledger, Register, Results, StoreNames):
     """One open records database (tables created and versioned on open)."""
 
     def __init__(self, url: str | StoreRef):
-        #: The records database, read once (:mod:`kandev_dq.run.records.location`).
+        #: The records database, read once (:mod:`kandev_dq.records.location`).
         self.ref = store_ref(url)
         #: As it was given (it may hold a password: never shown).
         self.url = self.ref.given
@@ -149,7 +150,7 @@ class Records(Ledger, Register, Results):
 def _kept_runs(conn: sa.Connection) -> list[tuple[str, str]]:
     """(run name, run key) of the runs a prune keeps, however old: the newest finished run of
     each run name (one checkpoint on one store), which alerts on change compare the next run
-    with (:mod:`kandev_dq.run.changes`: without it a standing failure alerts again as new),
+    with (:mod:`kandev_dq.records.changes`: without it a standing failure alerts again as new),
     and each unfinished run after it, which may still be running. An unfinished run before
     it was interrupted, and goes like any other."""
     newest = dict(

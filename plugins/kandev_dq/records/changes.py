@@ -4,7 +4,7 @@ A standing failure that alerts every night is soon an alert nobody reads. Each f
 register entry keeps its failed rules, each with the run time it has been failing *since*
 (carried forward from run to run). A run compares its failed rules with those of the last
 finished run of the same checkpoint on the same store (the same run name,
-:func:`kandev_dq.run.checkpoint.run_name`): a rule failing now and not then is **new**, one
+:func:`kandev_dq.records.register.run_name`): a rule failing now and not then is **new**, one
 failing both times is **failing since** that run time, and one that failed then and passes now
 is **resolved**. Notifications fire on a change of state by default (:func:`notifies`): a new
 failure at a severity the channel reports, or a recovery, when none is left of what it reported.
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kandev_dq.contract.rule_index import SHARED_RULES, SHARED_SUITES
-from kandev_dq.run.records import Records
-from kandev_dq.run.results import RuleResult
+from kandev_dq.records.database import Records
+from kandev_dq.records.results import RuleResult
 
 #: Notify on a change of state (the default), or on every run GX's notify-on rule reports.
 ON_CHANGE, ALWAYS = "change", "always"
@@ -69,7 +69,7 @@ def previous_state(
                 since = rule.get("since") or run["run_time"]
                 failed[state_key(suite, expectation)] = {**rule, "since": since}
 
-    own = records.last_finished_run(run_name, before=before)
+    own = records.last_finished_run(run_name, identity, before=before)
     if own is not None:
         take(own, shared, settled=False)
     left = set(shared)

@@ -42,14 +42,11 @@ from great_expectations.render.renderer import (
 from great_expectations.util import convert_to_json_serializable  # noqa: TID251 - GX's own
 
 from kandev_dq.contract.severity import Severity
-from kandev_dq.run import gx_adapter
-from kandev_dq.run.changes import NOTIFY_WHEN as NOTIFY_WHEN_WORDS
-from kandev_dq.run.changes import ON_CHANGE
-from kandev_dq.run.results import RuleResult, rule_result
+from kandev_dq.gx import adapter as gx_adapter
 
 # The channels' settings, named with every other setting: read through GX's config provider
 # (the environment, config_variables.yml), and handed to GX's actions as ${VAR} references.
-from kandev_dq.run.settings import (
+from kandev_dq.project.settings import (
     API_URL,
     EMAIL_FROM,
     EMAIL_TO,
@@ -68,6 +65,9 @@ from kandev_dq.run.settings import (
     SMTP_USER,
     TEAMS_WEBHOOK,
 )
+from kandev_dq.records.changes import NOTIFY_WHEN as NOTIFY_WHEN_WORDS
+from kandev_dq.records.changes import ON_CHANGE
+from kandev_dq.records.results import RuleResult, rule_result
 from kandev_dq.text import markdown_text, one_line, xml_text
 
 logger = logging.getLogger(__name__)
@@ -310,8 +310,8 @@ class Channel:
 def notification_channels(context, store: str = "") -> list[Channel]:
     """The channels configured for this run (none unless a channel's settings are set).
 
-    The actions' name, which GX puts in Slack's header, names the store (its identity: no
-    user, no password).
+    The actions' name, which GX puts in Slack's header, names the store as every output shows
+    it (no user, no password).
     """
     values = context.config_provider.get_values()
     name = one_line(f"kandev-dq {store}".strip())  # GX shows it as is, in Slack's header

@@ -2,7 +2,7 @@
 
 ``--records URL``, else ``$KANDEV_DQ_RECORDS_URL``, else the ``url`` of the validation results
 store's backend in ``great_expectations.yml``, else ``uncommitted/records.db`` (the precedence
-of :func:`kandev_dq.run.settings.chosen`). The records database is never the store under
+of :func:`kandev_dq.project.settings.chosen`). The records database is never the store under
 validation (:func:`refuse_the_store`), a project's yml may name one outside its folder only
 under ``--allow-project-code``, and one the project chose is never a file the checkout shipped
 (docs/reliability.md, 3a).
@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 from kandev_dq.errors import KandevDqError, StoreError
-from kandev_dq.run.settings import RECORDS_VARIABLE, records_option
+from kandev_dq.project.settings import RECORDS_VARIABLE, records_option
 from kandev_dq.store.reference import StoreRef, shown_records, sqlite_path, store_ref
 
 DEFAULT_RECORDS = Path("uncommitted") / "records.db"
@@ -28,9 +28,9 @@ GIT_TIMEOUT_S = 10
 
 def configured_url(root: Path) -> str | None:
     """The ``url`` the project's yml gives the results store's backend, if any, read as the
-    vetting reads the yml (:func:`kandev_dq.run.vetting.project_config`, without GX). A yml
+    vetting reads the yml (:func:`kandev_dq.project.vetting.project_config`, without GX). A yml
     that cannot be read names none: loading the project says what is wrong with it."""
-    from kandev_dq.run.vetting import project_config
+    from kandev_dq.project.vetting import project_config
 
     try:
         config = project_config(root)

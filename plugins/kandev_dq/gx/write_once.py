@@ -2,12 +2,12 @@
 
 One snapshot cannot show that a key was rewritten or deleted; the records database can. This
 metric records the store's first sightings of its keys in the records database of the project
-the validation runs in (its results store's backend, :mod:`kandev_dq.run.results_store`) and
+the validation runs in (its results store's backend, :mod:`kandev_dq.gx.results_store`) and
 hands the rules the first values and the store's write-once baseline. ``kandev-dq check``, the
 Python API and a checkpoint run through GX's own API (a scheduler) all reach it the same way, so
 they share one baseline: a key rewritten between two runs is caught whichever path runs second.
 The metric is registered with GX when this module is imported; the project's expectations store
-(:mod:`kandev_dq.run.suites_store`) imports it, so loading a project's context is enough.
+(:mod:`kandev_dq.gx.suites_store`) imports it, so loading a project's context is enough.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.base import register_metric
-from kandev_dq.run import gx_adapter
-from kandev_dq.run.records import Records, refuse_the_store
-from kandev_dq.run.results_store import RecordsStoreBackend
+from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx.results_store import RecordsStoreBackend
+from kandev_dq.records import Records, refuse_the_store
+from kandev_dq.records.identity import accept_options, validated_store, validated_store_key
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import gx_facts
-from kandev_dq.store.reference import store_ref
 from kandev_dq.store.snapshot import pin_of
 
 #: The run name a first sighting records when GX's own API runs the checkpoint: GX does not
@@ -57,18 +57,19 @@ def records_of(context) -> Records:
 
 
 def write_once_ledger(execution_engine, params: dict[str, Any]) -> dict[str, Any]:
-    """``{"first_seen": {key: value}, "baseline": {...}, "store": shown}`` for the store being
-    validated."""
+    """``{"first_seen": {key: value}, "baseline": {...}}`` for the store being validated, with
+    what the rule's remedy needs to name it again (:func:`accept_options`)."""
     gx_engine = execution_engine.engine
     records = records_of(gx_adapter.validating_context(execution_engine))
-    # Validation never writes to the store it validates: checked on every path.
-    store = store_ref(gx_engine.url)
+    # Validation never writes to the store it validates: checked on every path, on the
+    # reference the run read once (GX's own path: the engine's URL).
+    store = validated_store(gx_engine)
     refuse_the_store(records.ref, store)
     keys = gx_facts(gx_engine, "kandev.write_once_keys", read_keys)
     pin = pin_of(gx_engine)
     run_name = pin.run_name if pin is not None and pin.run_name else GX_API_RUN
-    ledger = take_ledger(records, store.ledger_name, keys, run_name)
-    return ledger | {"store": store.shown}  # named in the rule's remedy
+    ledger = take_ledger(records, validated_store_key(records, gx_engine), keys, run_name)
+    return ledger | accept_options(store, records)
 
 
 register_metric(WRITE_ONCE_LEDGER, write_once_ledger)

@@ -5,17 +5,17 @@ backend for its ``ValidationResultsStore`` (``great_expectations.yml``, written 
 ``kandev-dq init``)::
 
     validation_results_store:
-      module_name: kandev_dq.run.results_store
+      module_name: kandev_dq.gx.results_store
       class_name: ValidationResultsStore
       store_backend:
-        module_name: kandev_dq.run.results_store
+        module_name: kandev_dq.gx.results_store
         class_name: RecordsStoreBackend
 
 and GX's own machinery (checkpoints, data docs, ``get_validation_result``) reads and writes
-results through it, one row per GX key in :data:`kandev_dq.run.records.results`. The database is
-the project's records database (:func:`kandev_dq.run.records.records_url`); an optional ``url``
+results through it, one row per GX key in :data:`kandev_dq.records.results`. The database is
+the project's records database (:func:`kandev_dq.records.records_url`); an optional ``url``
 in the backend's config is the project's setting for it. The store itself is GX's class,
-adapted where GX offers no public hook: :class:`kandev_dq.run.gx_adapter.ValidationResultsStore`,
+adapted where GX offers no public hook: :class:`kandev_dq.gx.adapter.ValidationResultsStore`,
 which GX imports from here by the name the yml gives.
 """
 
@@ -27,9 +27,9 @@ from typing import Any
 from great_expectations.data_context.store.store_backend import StoreBackend
 from great_expectations.exceptions import InvalidKeyError
 
-from kandev_dq.run.gx_adapter import ValidationResultsStore
-from kandev_dq.run.records import Records, records_url
-from kandev_dq.run.vetting import vet_on_gx_path
+from kandev_dq.gx.adapter import ValidationResultsStore
+from kandev_dq.project.vetting import vet_on_gx_path
+from kandev_dq.records import Records, records_url
 
 #: The store class a project's yml names here (``kandev-dq init`` writes this module's name):
 #: GX's class, adapted where GX offers no public hook, lives with the other GX contact.
@@ -71,7 +71,7 @@ class RecordsStoreBackend(StoreBackend):
     @property
     def records(self) -> Records:
         """The records database: the one kandev-dq attached (``--records`` included), else the
-        project's (:func:`~kandev_dq.run.records.records_url`), opened on first use."""
+        project's (:func:`~kandev_dq.records.records_url`), opened on first use."""
         if self._records is None:
             self._records = Records(records_url(self._root))
             self._owned = True

@@ -1,8 +1,8 @@
 """What ``kandev-dq init`` writes, as data: the rules each suite runs (at which severity, with
 which arguments) and the suites each checkpoint runs, read from the rule index without GX.
 
-:mod:`kandev_dq.run.project` writes a project from it; :mod:`kandev_dq.run.deviations` measures
-a project against it.
+:mod:`kandev_dq.project.files` writes a project from it; :mod:`kandev_dq.project.deviations`
+measures a project against it.
 """
 
 from __future__ import annotations
@@ -61,6 +61,6 @@ CHECKPOINTS: dict[str, tuple[str, ...]] = {
     "nightly": ("activation", "writer_health", "rows"),
     "pre_release": ("activation", "writer_health", "rows", "schema", "backfill"),
     "post_migration": ("schema", "activation", "backfill"),
-    # Every few minutes: what changed since the last live run (kandev_dq.run.live_window).
+    # Every few minutes: what changed since the last live run (kandev_dq.records.watermark).
     "live": ("live_activation", "live_writer_health", "live_rows"),
 }

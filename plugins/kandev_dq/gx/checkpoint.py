@@ -1,18 +1,13 @@
 """How ``kandev-dq check`` runs a GX checkpoint: the run's name, its progress, its notifications.
 
 **Run names.** Every run is tagged through GX's own run identifier,
-``checkpoint.run(run_id=RunIdentifier(run_name=...))``. GX writes the run name into the key of
-each validation result it stores (``uncommitted/validations/<suite>/<run name>/<run time>/
-<batch>.json``) and into the result's ``meta.run_id``, and the data docs list it as the run's
-name. kandev-dq's run name is ``<checkpoint>@<store tag>``: the checkpoint, then the store's
-key-ledger identity (no user, no password, no ``password=`` query parameter) as a
-file-name-safe slug followed by a short hash of that identity. ``kandev-dq history`` finds a
-store's runs by recomputing its tag. (GX 1.24 keeps a run's suite parameters only inside the
-expectations that use them, never the asset's batch metadata, and rejects unknown batch
-parameters: the run name is the one run-level field that round-trips.)
+``checkpoint.run(run_id=RunIdentifier(run_name=...))``, named as the run register names it
+(:func:`kandev_dq.records.register.run_name`). (GX 1.24 keeps a run's suite parameters only
+inside the expectations that use them, never the asset's batch metadata, and rejects unknown
+batch parameters: the run name is the one run-level field that round-trips.)
 
 **The key ledger.** The write-once rules (AC-24) read and update it in the records database
-themselves (:mod:`kandev_dq.run.write_once`): a run needs no suite parameters, and a checkpoint
+themselves (:mod:`kandev_dq.gx.write_once`): a run needs no suite parameters, and a checkpoint
 run through GX's own API judges write-once exactly as ``kandev-dq check`` does.
 
 **Progress.** The checkpoint is run by GX as it is. kandev-dq only watches GX store each
@@ -23,10 +18,10 @@ switched off for the run, whatever the project's ``progress_bars`` say.
 result (five times for ``pre_release``). During a checkpoint run each of those builds renders
 its own result's pages only; the pages covering every run (the overview with its timeline,
 the index, the assets) are built once, after the checkpoint, for the same sites
-(:func:`kandev_dq.run.gx_adapter.building_pages`).
+(:func:`kandev_dq.gx.adapter.building_pages`).
 
 **Notifications** use GX's own action classes (Slack, Microsoft Teams, email, API, PagerDuty,
-Opsgenie; :mod:`kandev_dq.run.notifications` builds them from the environment or the project's
+Opsgenie; :mod:`kandev_dq.gx.notifications` builds them from the environment or the project's
 config variables). They are off unless a channel's settings are set. The actions are built for
 this run only and run against its result after the checkpoint, the way GX runs a checkpoint's
 own actions; they are never added to the saved checkpoint, so no webhook, key or password is
@@ -36,22 +31,20 @@ written to ``checkpoints/*.json``.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from kandev_dq.run import gx_adapter, notifications
-from kandev_dq.run.changes import ON_CHANGE, Changes, notifies
-from kandev_dq.run.results import failed_by_severity
+from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx import notifications
+from kandev_dq.records.changes import ON_CHANGE, Changes, notifies
+from kandev_dq.records.register import run_name
+from kandev_dq.records.results import failed_by_severity
 
 logger = logging.getLogger(__name__)
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class Progress(Protocol):
@@ -62,35 +55,6 @@ class Progress(Protocol):
     def suite_done(self, suite: str, failed: dict[str, int]) -> None: ...
 
     def finished(self) -> None: ...
-
-
-# --- run names ---------------------------------------------------------------------------------
-
-
-def _slug(text: str) -> str:
-    return _UNSAFE.sub("-", text).strip("-")
-
-
-def store_tag(identity: str) -> str:
-    """A file-name-safe, credential-free tag for a store identity (readable slug + hash)."""
-    slug = _slug(identity)
-    if len(slug) > 60:
-        slug = f"{slug[:20]}-{slug[-39:]}"
-    digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:8]
-    return f"{slug}-{digest}"
-
-
-def run_name(checkpoint: str, identity: str) -> str:
-    """The GX run name of a kandev-dq run: ``<checkpoint>@<store tag>``."""
-    return f"{_slug(checkpoint) or 'checkpoint'}@{store_tag(identity)}"
-
-
-def parse_run_name(name: str | None) -> tuple[str, str] | None:
-    """(checkpoint, store tag) of a kandev-dq run name; None for any other run."""
-    if not name or "@" not in name:
-        return None
-    checkpoint, _, tag = name.rpartition("@")
-    return (checkpoint, tag) if checkpoint and tag else None
 
 
 # --- running a checkpoint ----------------------------------------------------------------------

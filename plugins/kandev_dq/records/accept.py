@@ -13,8 +13,11 @@ from pathlib import Path
 
 from kandev_dq.contract.instants import ACTIVATION_KEYS
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.inputs import chosen_store
-from kandev_dq.run.records import Accept, LedgerView, Records, records_ref, refuse_the_store
+from kandev_dq.project.settings import chosen_store
+from kandev_dq.records.database import Records
+from kandev_dq.records.identity import records_key
+from kandev_dq.records.ledger import Accept, LedgerView
+from kandev_dq.records.location import records_ref, refuse_the_store
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import open_store
 from kandev_dq.store.reference import StoreRef
@@ -25,10 +28,10 @@ def ledger_view(
 ) -> LedgerView:
     """A store's baseline, first sightings and accepts (the store itself is not opened)."""
     store = chosen_store(target)
-    identity = store.ledger_name
     chosen = records_ref(project, records)
     refuse_the_store(chosen, store)  # opening records creates their tables: never in the store
     with Records(chosen) as opened:
+        identity = records_key(opened, store)
         return LedgerView(
             store=store.shown,
             records=opened.shown,
@@ -46,9 +49,16 @@ def accept_key(
 
 
 def accepted_for(
-    project: Path, target: str | StoreRef | None, key: str, reason: str, records: str | None = None
+    project: Path,
+    target: str | StoreRef | None,
+    key: str,
+    reason: str,
+    records: str | None = None,
+    *,
+    store_name: str | None = None,
 ) -> tuple[Accept, StoreRef]:
-    """:func:`accept_key`, and the store it accepted for, as read once."""
+    """:func:`accept_key`, and the store it accepted for, as read once (``store_name``: the
+    user's name for it in the records, :func:`~kandev_dq.project.settings.chosen_store`)."""
     if key not in ACTIVATION_KEYS:
         raise KandevDqError(
             f"--key {key!r} is not an activation key ({', '.join(ACTIVATION_KEYS)})"
@@ -56,10 +66,10 @@ def accepted_for(
     if not reason.strip():
         raise KandevDqError("--reason must say why the change is legitimate")
     chosen = records_ref(project, records)
-    store = chosen_store(target)
+    store = chosen_store(target, store_name)
     refuse_the_store(chosen, store)
     with Records(chosen) as opened:
-        identity = store.ledger_name
+        identity = records_key(opened, store)
         if opened.baseline(identity) is None:
             raise KandevDqError(
                 f"no key ledger for {store.shown} in {opened.shown}: nothing to accept "

@@ -6,7 +6,8 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 1
+#: 2: stores named by their identity, not by how their URL is spelled (:data:`store_names`).
+SCHEMA_VERSION = 2
 
 metadata = sa.MetaData()
 schema_versions = sa.Table(
@@ -86,7 +87,7 @@ results = sa.Table(
     sa.Index("kandev_dq_results_run", "run_name", "run_key"),
     sa.Index("kandev_dq_results_suite_run_key", "suite", "run_key"),
     # A live suite's last watermark: its newest stored results, newest first, without
-    # sorting every result of the suite (kandev_dq.run.live_window).
+    # sorting every result of the suite (kandev_dq.records.watermark).
     sa.Index("kandev_dq_results_suite_stored", "suite", "stored_at", "id"),
 )
 imports = sa.Table(
@@ -94,6 +95,18 @@ imports = sa.Table(
     metadata,
     sa.Column("source", sa.Text, primary_key=True),  # what was imported, by content digest
     sa.Column("imported_at", sa.Text, nullable=False),
+)
+
+
+#: The names version 1 gave stores (their URL as spelled, without credentials), each with the
+#: name its records were moved to once the store was seen named by its identity: a record
+#: kept under an old name is adopted once, and its live results still match it.
+store_names = sa.Table(
+    "kandev_dq_store_names",
+    metadata,
+    sa.Column("spelled", sa.Text, primary_key=True),
+    sa.Column("records_key", sa.Text, nullable=False, index=True),
+    sa.Column("adopted_at", sa.Text, nullable=False),
 )
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SCOPED, RULE_INDEX
 from kandev_dq.errors import KandevDqError
-from kandev_dq.run.settings import (
+from kandev_dq.project.settings import (
     RECORDS_VARIABLE,
     STORE_URL_VARIABLE,
     project_code_allowed_by_environment,
@@ -38,7 +38,7 @@ from kandev_dq.run.settings import (
 from kandev_dq.text import one_line
 
 #: GX's names for a file context's parts, which kandev-dq's projects keep: the yml, and where
-#: each store keeps its JSON unless the yml says otherwise (:mod:`kandev_dq.run.project`, which
+#: each store keeps its JSON unless the yml says otherwise (:mod:`kandev_dq.project.files`, which
 #: writes them, takes them from here).
 PROJECT_FILE = "great_expectations.yml"
 CHECKPOINT_DIR = "checkpoints"
@@ -74,10 +74,17 @@ GX_STORES = "great_expectations.data_context.store"
 GX_SITE_BUILDER = "great_expectations.render.renderer.site_builder"
 GX_RENDERERS = "great_expectations.render.renderer"
 GX_VIEWS = "great_expectations.render.view"
-#: kandev-dq's modules a project's yml names (kandev_dq.run.project writes them).
-SUITES_STORE = "kandev_dq.run.suites_store"
-RESULTS_STORE = "kandev_dq.run.results_store"
+#: kandev-dq's modules a project's yml names (kandev_dq.project.files writes them).
+SUITES_STORE = "kandev_dq.gx.suites_store"
+RESULTS_STORE = "kandev_dq.gx.results_store"
 SITE = "kandev_dq.report.site"
+#: The modules the previous release's ``init`` wrote for the two stores, which its projects
+#: still name: a closed list, each accepted where its module of today is (its classes, its
+#: keys) and loaded as that module (:func:`kandev_dq.gx.context.load_context`).
+EARLIER_MODULES = {
+    "kandev_dq.run.suites_store": SUITES_STORE,
+    "kandev_dq.run.results_store": RESULTS_STORE,
+}
 FILESYSTEM_BACKEND = "TupleFilesystemStoreBackend"
 RECORDS_BACKEND = "RecordsStoreBackend"
 
@@ -107,6 +114,17 @@ def _only_class(kind: str, module: str, pair: tuple[str, str], keys=None) -> Ent
     return Entry(kind, module, {pair: keys or {}})
 
 
+def _with_earlier_names(classes: dict) -> dict:
+    """``classes``, and each class of a store's module also under its earlier module's name."""
+    earlier = {
+        (old, kind): keys
+        for old, new in EARLIER_MODULES.items()
+        for (module, kind), keys in classes.items()
+        if module == new
+    }
+    return {**classes, **earlier}
+
+
 PAGE_VIEW = _only_class("page view", GX_VIEWS, (SITE, "KandevPageView"))
 FILESYSTEM = _only_class(
     "store backend",
@@ -126,20 +144,26 @@ SITE_FILES = Entry(
         **FILESYSTEM.classes,
     },
 )
-#: Its url is vetted with the other records settings (kandev_dq.run.records.records_url).
-RECORDS = _only_class("store backend", GX_STORES, (RESULTS_STORE, RECORDS_BACKEND), {"url": None})
+#: Its url is vetted with the other records settings (kandev_dq.records.records_url).
+RECORDS = Entry(
+    "store backend",
+    GX_STORES,
+    _with_earlier_names({(RESULTS_STORE, RECORDS_BACKEND): {"url": None}}),
+)
 #: The allowlist (docs/reliability.md, 3a): every class GX would build from a project's yml,
 #: by the entry that names it. Nothing else runs: a project is data, and GX imports whatever
 #: module an entry names (``great_expectations.get_context`` as a site reads a second project).
 STORE = Entry(
     "store",
     GX_STORES,
-    {
-        (SUITES_STORE, "ExpectationsStore"): {"store_backend": FILESYSTEM},
-        (RESULTS_STORE, "ValidationResultsStore"): {"store_backend": RECORDS},
-        (GX_STORES, "CheckpointStore"): {"store_backend": FILESYSTEM},
-        (GX_STORES, "ValidationDefinitionStore"): {"store_backend": FILESYSTEM},
-    },
+    _with_earlier_names(
+        {
+            (SUITES_STORE, "ExpectationsStore"): {"store_backend": FILESYSTEM},
+            (RESULTS_STORE, "ValidationResultsStore"): {"store_backend": RECORDS},
+            (GX_STORES, "CheckpointStore"): {"store_backend": FILESYSTEM},
+            (GX_STORES, "ValidationDefinitionStore"): {"store_backend": FILESYSTEM},
+        }
+    ),
 )
 DOCS_SITE = _only_class(
     "data docs site",
@@ -216,9 +240,51 @@ DECLARED_KWARGS: dict[str, frozenset[str]] = {
     for rule in RULE_INDEX
 }
 
+#: GX's built-in column and table expectations a suite may add without
+#: ``--allow-project-code``, with the arguments each declares: data, compiled by GX into a
+#: SELECT on the suite's table. Left out: any taking SQL text (``unexpected_rows_expectation``,
+#: a query, ``row_condition``), naming another table, or that GX's SQL engine cannot run.
+#: ``tests/test_hostile_project.py`` holds this table to GX's own classes.
+_COLUMN = frozenset({"column"})
+_MOSTLY = frozenset({"column", "mostly"})
+_RANGE = frozenset({"min_value", "max_value", "strict_min", "strict_max"})
+_SET = frozenset({"column", "value_set"})
+GX_BUILT_INS: dict[str, frozenset[str]] = {
+    "expect_column_to_exist": _COLUMN | {"column_index"},
+    "expect_column_values_to_not_be_null": _MOSTLY,
+    "expect_column_values_to_be_null": _MOSTLY,
+    "expect_column_values_to_be_unique": _MOSTLY,
+    "expect_column_values_to_be_in_set": _MOSTLY | _SET,
+    "expect_column_values_to_not_be_in_set": _MOSTLY | _SET,
+    "expect_column_values_to_be_between": _MOSTLY | _RANGE,
+    "expect_column_value_lengths_to_be_between": _MOSTLY | _RANGE,
+    "expect_column_value_lengths_to_equal": _MOSTLY | {"value"},
+    "expect_column_values_to_match_regex": _MOSTLY | {"regex"},
+    "expect_column_values_to_not_match_regex": _MOSTLY | {"regex"},
+    "expect_column_values_to_match_like_pattern": _MOSTLY | {"like_pattern", "escape"},
+    "expect_column_values_to_not_match_like_pattern": _MOSTLY | {"like_pattern", "escape"},
+    "expect_column_distinct_values_to_be_in_set": _SET,
+    "expect_column_distinct_values_to_contain_set": _SET,
+    "expect_column_distinct_values_to_equal_set": _SET,
+    "expect_column_min_to_be_between": _COLUMN | _RANGE,
+    "expect_column_max_to_be_between": _COLUMN | _RANGE,
+    "expect_column_mean_to_be_between": _COLUMN | _RANGE,
+    "expect_column_sum_to_be_between": _COLUMN | _RANGE,
+    "expect_column_unique_value_count_to_be_between": _COLUMN | _RANGE,
+    "expect_column_proportion_of_unique_values_to_be_between": _COLUMN | _RANGE,
+    "expect_column_proportion_of_non_null_values_to_be_between": _COLUMN | _RANGE,
+    "expect_compound_columns_to_be_unique": frozenset({"column_list", "ignore_row_if", "mostly"}),
+    "expect_table_columns_to_match_set": frozenset({"column_set", "exact_match"}),
+    "expect_table_columns_to_match_ordered_list": frozenset({"column_list"}),
+    "expect_table_column_count_to_equal": frozenset({"value"}),
+    "expect_table_column_count_to_be_between": frozenset({"min_value", "max_value"}),
+    "expect_table_row_count_to_be_between": _RANGE,
+    "expect_table_row_count_to_equal": frozenset({"value"}),
+}
+
 OPT_IN = "pass --allow-project-code to use it"
 #: A folder GX keeps one run's result pages in, named by its run time
-#: (:data:`kandev_dq.run.gx_adapter.RUN_TIME_FORMAT`).
+#: (:data:`kandev_dq.gx.adapter.RUN_TIME_FORMAT`).
 RUN_FOLDER = re.compile(r"[0-9]{8}T[0-9]{6}\.[0-9]{6}Z")
 #: GX's own folder in a project, where kandev-dq keeps the records database by default.
 UNCOMMITTED = "uncommitted"
@@ -356,7 +422,9 @@ def _vet_entry(file: Path, where: str, node: object, entry: Entry, vetted: set[i
     # As GX builds it: an entry naming no module takes GX's default for its kind.
     pair = None if module is None and kind is None else (module or entry.default_module, kind)
     if pair not in entry.classes:
-        allowed = ", ".join(".".join(p) for p in entry.classes if p) or "none"
+        # The classes to write today: an earlier module's name is accepted, not offered.
+        today = [p for p in entry.classes if p and p[0] not in EARLIER_MODULES]
+        allowed = ", ".join(".".join(p) for p in today) or "none"
         named = one_line(".".join(str(part) for part in pair))[:120] if pair else "no class"
         refuse(
             file,
@@ -631,15 +699,17 @@ def _vet_suite(file: Path, document: object) -> None:
     document = _document(file, document, SUITE_KEYS)
     for where, expectation in _items(file, document, "expectations", EXPECTATION_KEYS):
         kind = expectation.get("type")
-        if not isinstance(kind, str) or kind not in DECLARED_KWARGS:
+        declared = (DECLARED_KWARGS | GX_BUILT_INS).get(kind) if isinstance(kind, str) else None
+        if declared is None:
             refuse(
                 file,
                 f"{where}.type",
-                f"{one_line(kind)[:80]!r} is not one of kandev-dq's "
-                "rules (`kandev-dq rules` lists them)",
+                f"{one_line(kind)[:80]!r} is not one of kandev-dq's rules (`kandev-dq rules` "
+                "lists them) nor of GX's built-in column and table expectations "
+                "(docs/reliability.md, 3a)",
             )
         kwargs = _mapping(file, f"{where}.kwargs", expectation.get("kwargs"))
-        _only(file, f"{where}.kwargs", kwargs, DECLARED_KWARGS[kind])
+        _only(file, f"{where}.kwargs", kwargs, declared)
 
 
 def _vet_definition(file: Path, document: object) -> None:

@@ -6,7 +6,7 @@ They are read here, before GX or the SQL toolkit loads, so a bad value is a one-
 well under a second; a setting that decides what is deleted or trusted is the user's alone,
 never a project's (a folder may be someone else's checkout). kandev-dq never writes a
 credential into the environment. The notification channels' variables are named here too;
-:mod:`kandev_dq.run.notifications` reads them through GX's config provider (the environment,
+:mod:`kandev_dq.gx.notifications` reads them through GX's config provider (the environment,
 or the project's ``config_variables.yml``) and hands GX's actions ``${VAR}`` references.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from kandev_dq.errors import KandevDqError, StoreError
+from kandev_dq.store.reference import StoreRef, store_ref
 
 T = TypeVar("T")
 
@@ -27,8 +28,11 @@ T = TypeVar("T")
 STORE_URL_VARIABLE = "KANDEV_STORE_URL"
 DEFAULT_STORE = Path("~/.kandev/data/kandev.db")
 #: The records database: ``--records``, else this variable, else the project's yml, else
-#: ``uncommitted/records.db`` (:mod:`kandev_dq.run.records.location`).
+#: ``uncommitted/records.db`` (:mod:`kandev_dq.records.location`).
 RECORDS_VARIABLE = "KANDEV_DQ_RECORDS_URL"
+#: The user's own name for the store in the records database: ``--store-name``, else this
+#: variable, else the store's identity (:func:`kandev_dq.store.reference.identity_key`).
+STORE_NAME_VARIABLE = "KANDEV_DQ_STORE_NAME"
 #: The environment's opt-in to a project's own code on GX's path (``--allow-project-code``).
 ALLOW_PROJECT_CODE_VARIABLE = "KANDEV_DQ_ALLOW_PROJECT_CODE"
 #: An unexpected error shows its traceback instead of one line.
@@ -64,6 +68,23 @@ def store_option(given: str | None) -> str:
     return found
 
 
+def store_name_option(given: str | None) -> str | None:
+    """The user's name for the store (``--store-name``, else ``$KANDEV_DQ_STORE_NAME``); None:
+    the store is named by its identity."""
+    return chosen(given, STORE_NAME_VARIABLE)
+
+
+def chosen_store(target: str | StoreRef | None, name: str | None = None) -> StoreRef:
+    """The store a command works on (``--store``, else ``$KANDEV_STORE_URL``, else Kandev's
+    default file: :func:`store_option`), read once into its reference,
+    with the user's name for it in the records (``name``, ``--store-name``, else
+    ``$KANDEV_DQ_STORE_NAME``; none: its identity names it). A plain path or PostgreSQL URL
+    is read without the SQL toolkit; a URL that cannot be read is a one-line error."""
+    if isinstance(target, StoreRef):
+        return target if name is None else target.named(name)
+    return store_ref(store_option(target)).named(store_name_option(name))
+
+
 def records_option(given: str | None) -> str | None:
     """The user's own records database: ``given`` (``--records``), else
     ``$KANDEV_DQ_RECORDS_URL``; None leaves it to the project's setting and the default."""
@@ -80,7 +101,7 @@ def debugging() -> bool:
     return environment(DEBUG_VARIABLE) is not None
 
 
-#: The notification channels' settings (:mod:`kandev_dq.run.notifications`, which reads them
+#: The notification channels' settings (:mod:`kandev_dq.gx.notifications`, which reads them
 #: through GX's config provider): a channel's own ``KANDEV_DQ_<CHANNEL>_NOTIFY_ON`` and
 #: ``_NOTIFY_WHEN`` rank above the shared ones.
 PREFIX = "KANDEV_DQ_"
@@ -100,7 +121,7 @@ PAGERDUTY_API_KEY = f"{PREFIX}PAGERDUTY_API_KEY"
 OPSGENIE_API_KEY = f"{PREFIX}OPSGENIE_API_KEY"
 OPSGENIE_REGION = f"{PREFIX}OPSGENIE_REGION"
 #: When a channel notifies: on a change of state (default) or on every run it reports
-#: (:mod:`kandev_dq.run.changes`); ``KANDEV_DQ_NOTIFY_WHEN``, or per channel
+#: (:mod:`kandev_dq.records.changes`); ``KANDEV_DQ_NOTIFY_WHEN``, or per channel
 #: ``KANDEV_DQ_<CHANNEL>_NOTIFY_WHEN``.
 NOTIFY_WHEN = f"{PREFIX}NOTIFY_WHEN"
 

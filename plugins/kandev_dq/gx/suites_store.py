@@ -3,7 +3,7 @@
 A project's ``great_expectations.yml`` names this store (``kandev-dq init`` writes it)::
 
     expectations_store:
-      module_name: kandev_dq.run.suites_store
+      module_name: kandev_dq.gx.suites_store
       class_name: ExpectationsStore
 
 GX instantiates its stores when it loads a context, before any suite is read, so importing this
@@ -17,13 +17,13 @@ load every expectation its JSON declares; one that does not stops the run with a
 the suite and the types (a checkpoint that returns success has run every expectation).
 
 A project is data (docs/reliability.md, 3a), on GX's path too: when GX builds this store, the
-project is vetted as ``kandev-dq check`` vets it (:func:`kandev_dq.run.vetting.vet_on_gx_path`,
+project is vetted as ``kandev-dq check`` vets it (:func:`kandev_dq.project.vetting.vet_on_gx_path`,
 as every kandev-dq class GX builds from a yml does) and one naming anything off the allowlist
 stops the context from loading, unless the user opted in: ``--allow-project-code`` on the CLI,
 ``allow_project_code=True`` in the Python API, or ``KANDEV_DQ_ALLOW_PROJECT_CODE=1`` in the
 environment of a scheduler running GX's API. (GX builds the stores in the yml's order: a store
 named before this one is built before the vetting.) A context kandev-dq loads itself
-(:func:`kandev_dq.run.project.load_context`) was vetted just before GX loads it, and is not
+(:func:`kandev_dq.project.files.load_context`) was vetted just before GX loads it, and is not
 walked twice.
 """
 
@@ -32,10 +32,10 @@ from __future__ import annotations
 from great_expectations.data_context.store import expectations_store as gx_expectations_store
 
 import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
-import kandev_dq.run.live_window  # noqa: F401 - registers the live window metric
-import kandev_dq.run.write_once  # noqa: F401 - registers the write-once ledger metric
-from kandev_dq.run.project import refuse_incomplete_suite
-from kandev_dq.run.vetting import vet_on_gx_path
+import kandev_dq.gx.live_window  # noqa: F401 - registers the live window metric
+import kandev_dq.gx.write_once  # noqa: F401 - registers the write-once ledger metric
+from kandev_dq.project.files import refuse_incomplete_suite
+from kandev_dq.project.vetting import vet_on_gx_path
 
 
 class ExpectationsStore(gx_expectations_store.ExpectationsStore):
