@@ -254,6 +254,9 @@ def test_the_byte_cut_keeps_every_value_within_the_limit_as_it_was(target):
 #: file may hold, with a two-megabyte key and status in the store: a store value only ever
 #: arrives as its head, size and digest (AC-24 ledger, results, samples).
 SURFACE_BOUND = 100_000
+#: A data docs page also carries each failing rule's listing query (up to 25 KB of kandev-dq's
+#: own SQL, whatever the store holds); a whole two-megabyte value would still be 5x over.
+DOCS_PAGE_BOUND = 400_000
 RECORDS_GROWTH_BOUND = 500_000
 TWO_MB = 2_000_000
 
@@ -275,8 +278,8 @@ def _huge_key_and_status_store(target) -> str:
     return huge
 
 
-def _small(text: str) -> bool:
-    return len(text.encode()) < SURFACE_BOUND and "x" * 1_000 not in text
+def _small(text: str, bound: int = SURFACE_BOUND) -> bool:
+    return len(text.encode()) < bound and "x" * 1_000 not in text
 
 
 def test_every_surface_stays_small_with_a_huge_key_and_status(target, quick_project, capsys):
@@ -317,4 +320,4 @@ def test_every_surface_stays_small_with_a_huge_key_and_status(target, quick_proj
         assert code in (0, 1) and _small(out) and _small(err), (command, len(out), err[-500:])
     built = [path for path in (quick_project / "uncommitted").rglob("*") if path.is_file()]
     docs = [path for path in built if path.suffix in (".html", ".json", ".md")]
-    assert docs and all(_small(path.read_text(errors="replace")) for path in docs)
+    assert docs and all(_small(path.read_text(errors="replace"), DOCS_PAGE_BOUND) for path in docs)

@@ -36,7 +36,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import parse_stored, utc_text
 from kandev_dq.contract.tables import task_session_messages as messages
-from kandev_dq.sql.dialect import metadata_doc, metadata_text, stored_not_as_text
+from kandev_dq.sql.dialect import metadata_doc, metadata_text, stored_not_as_text, utc_instant
 from kandev_dq.sql.shown import StoredText, prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
@@ -309,4 +309,8 @@ def _cut(column: sa.ColumnElement) -> sa.ColumnElement:
     if isinstance(column.type, sa.Integer | sa.Numeric | sa.Boolean):
         return column
     inner = column.element if isinstance(column, sa.Label) else column
+    if isinstance(inner, utc_instant):
+        # An instant reading is short by construction (it reads a 64-byte head at most): its
+        # cut would read a huge stored column four more times over (docs/reliability.md).
+        return sa.cast(inner, sa.Text).label(column.key)
     return shown(inner, SAMPLE_VALUE_CHARS).label(column.key)
