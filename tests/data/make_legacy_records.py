@@ -43,8 +43,9 @@ def build_store(engine: sa.Engine) -> StoreBuilder:
 
 
 def main(out: Path) -> None:
-    from kandev_dq.project.files import build_project
+    # That release's module paths: the project's files were kandev_dq.run.project's then.
     from kandev_dq.run.check import run_check
+    from kandev_dq.run.project import build_project
 
     out.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
