@@ -117,7 +117,7 @@ def gx_built_project(tmp_path_factory):
 @pytest.fixture
 def project(built_project, tmp_path):
     """A private copy of the built project for one test (its own ledger, results, docs)."""
-    from tests.gxhelpers import copy_project
+    from kandev_dq.project.files import copy_project
 
     return copy_project(built_project, tmp_path / "project")
 

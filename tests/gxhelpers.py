@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 from kandev_dq.run.check import CheckReport, RuleResult, run_check
 
 REPO = Path(__file__).resolve().parent.parent
-PROJECT_PARTS = ("great_expectations.yml", "expectations", "checkpoints", "validation_definitions")
-
-
-def copy_project(source: Path, destination: Path) -> Path:
-    """A private copy of a GX project (its own ledger, results and docs)."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for part in PROJECT_PARTS:
-        if (source / part).is_dir():
-            shutil.copytree(source / part, destination / part)
-        else:
-            shutil.copy(source / part, destination / part)
-    return destination
 
 
 def result(report: CheckReport, expectation: str) -> RuleResult:
@@ -110,6 +97,8 @@ def build_project_through_gx(root: Path) -> Path:
                     result_format={"result_format": "COMPLETE"},
                 )
             )
+    # kandev-dq's own file beside GX's: what GX's project_root_dir reads (not GX's to write).
+    p.write_project_root_guard(root, str(context.variables.data_context_id))
     return root
 
 

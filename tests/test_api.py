@@ -17,7 +17,8 @@ import pytest
 import kandev_dq
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.lab.scenarios.running import materialise
-from tests.gxhelpers import copy_project, in_a_fresh_interpreter
+from kandev_dq.project.files import copy_project
+from tests.gxhelpers import in_a_fresh_interpreter
 from tests.test_check_cli import kandev_dq as cli
 
 #: What differs between two runs of one checkpoint on one store: when and how long it ran.

@@ -405,3 +405,22 @@ def test_the_live_checkpoint_through_gx_gives_the_cli_verdict_and_moves_its_wind
     assert all(w["start"] is not None and w["previous"] for w in windows)
     for _, _, engine in built:
         engine.dispose()
+
+
+def test_project_root_dir_stops_at_once_naming_context_root_dir_and_writes_nothing(project):
+    """GX's usual ``project_root_dir`` reads ``gx/`` under it: the project's guard there stops
+    the load with the call that works, before GX writes a file."""
+    import great_expectations as gx
+
+    from kandev_dq.errors import KandevDqError
+
+    def files() -> dict[Path, bytes | None]:
+        return {p: p.read_bytes() if p.is_file() else None for p in project.rglob("*")}
+
+    before = files()
+    with pytest.raises(KandevDqError) as refused:
+        gx.get_context(mode="file", project_root_dir=project)
+    assert f"gx.get_context(mode='file', context_root_dir={str(project)!r})" in str(refused.value)
+    assert files() == before  # no folder made, no file written or changed
+    context = gx.get_context(mode="file", context_root_dir=project)
+    assert context.checkpoints.get("nightly").name == "nightly"

@@ -6,7 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.gxhelpers import PROJECT_PARTS, REPO
+from kandev_dq.project.files import PROJECT_PARTS
+from tests.gxhelpers import REPO
 
 
 def _without_ids(value):

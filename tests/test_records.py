@@ -24,6 +24,7 @@ from kandev_dq.contract.instants import CAPTURE_SINCE
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.activation import BASELINE_DISCLOSURE
 from kandev_dq.lab.storebuilder import StoreBuilder
+from kandev_dq.project.files import copy_project
 from kandev_dq.project.settings import KEEP_DAYS_VARIABLE, keep_days_setting
 from kandev_dq.records import JSON_LEDGER, SCHEMA_VERSION, Records, schema_versions
 from kandev_dq.records.accept import accept_key
@@ -33,7 +34,7 @@ from kandev_dq.report.site import build_docs
 from kandev_dq.run.check import run_check
 from kandev_dq.store.reference import resolve_url, store_ref
 from tests.conftest import fresh_pg_database
-from tests.gxhelpers import copy_project, result
+from tests.gxhelpers import result
 from tests.test_check_cli import kandev_dq
 
 CAPTURE = "2026-07-30T01:39:37.271235Z"

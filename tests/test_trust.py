@@ -14,7 +14,12 @@ from rich.console import Console
 import kandev_dq.cli as cli_module
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.storebuilder import StoreBuilder
-from kandev_dq.project.files import PROJECT_FILE, generated_files, refuse_project_code
+from kandev_dq.project.files import (
+    PROJECT_FILE,
+    PROJECT_ROOT_GUARD,
+    generated_files,
+    refuse_project_code,
+)
 from kandev_dq.run.progress import RichProgress
 from kandev_dq.text import markdown_code, one_line, printable
 from tests.gxhelpers import REPO
@@ -126,6 +131,17 @@ def test_init_force_writes_only_its_own_files_and_deletes_nothing(tmp_path, caps
     assert json.loads(stale.read_text())["expectations"]  # replaced by the generated suite
     written = {p for p in folder.rglob("*") if p.is_file() and p.name != ".ge_store_backend_id"}
     assert written - set(generated_files(folder)) == {folder / n for n in theirs}
+
+
+def test_init_force_leaves_a_gx_project_of_the_users_own_in_gx(tmp_path, capsys):
+    """GX's project_root_dir folder gets kandev-dq's guard only where the user keeps nothing."""
+    folder = tmp_path / "busy"
+    (folder / "gx").mkdir(parents=True)
+    theirs = folder / PROJECT_ROOT_GUARD
+    theirs.write_text("config_version: 4.0\n")
+    code, _, err = cli(capsys, "init", "--force", str(folder))
+    assert code == 0, err
+    assert theirs.read_text() == "config_version: 4.0\n"
 
 
 # --- hostile values --------------------------------------------------------------------------

@@ -17,9 +17,10 @@ from kandev_dq.contract.instants import BACKFILL_THROUGH, CAPTURE_SINCE, EXECUTI
 from kandev_dq.lab import upstream
 from kandev_dq.lab.storebuilder import SUBAGENT_FIELDS
 from kandev_dq.migration import runner as migrate
+from kandev_dq.project.files import copy_project
 from kandev_dq.run.check import run_check
 from kandev_dq.store.access import open_store
-from tests.gxhelpers import copy_project, failed
+from tests.gxhelpers import failed
 
 WHOLE_SECOND = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 FRACTION = re.compile(r"\.(\d+)")

@@ -8,6 +8,7 @@
 * :mod:`.results_store`, :mod:`.suites_store`: the stores a project's yml names.
 * :mod:`.notifications`: GX's notification actions, built from the settings.
 * :mod:`.write_once`, :mod:`.live_window`: the metrics reading the records database.
+* :mod:`.project_root`: the store that stops GX's ``project_root_dir`` at a project's ``gx/``.
 
 May import every layer below it (``expectations``, ``records``, ``project`` and lower); only
 ``run/check.py`` and the layers above ``run`` import it.

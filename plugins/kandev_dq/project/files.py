@@ -12,6 +12,7 @@ kandev-dq (:mod:`kandev_dq.gx.adapter`).
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from importlib.metadata import version
 from pathlib import Path
@@ -179,11 +180,34 @@ data_docs_sites:
 """
 
 
+#: What GX's ``project_root_dir`` finds under the project: a context whose first store stops
+#: the load, naming ``context_root_dir`` (:mod:`kandev_dq.gx.project_root`).
+PROJECT_ROOT_GUARD = Path("gx") / PROJECT_FILE
+#: A project's files and folders, as a copy of it takes them (its records and docs aside).
+PROJECT_PARTS = (PROJECT_FILE, SUITE_DIR, CHECKPOINT_DIR, DEFINITION_DIR, PROJECT_ROOT_GUARD.parent)
+_GUARD_YML = """\
+# kandev-dq: GX's get_context(project_root_dir=P) reads this folder; the kandev-dq project is the
+# folder above. Load it with gx.get_context(mode="file", context_root_dir=P). This context stops
+# with that message before GX writes anything.
+config_version: 4.0
+analytics_enabled: false
+stores:
+  expectations_store:
+    module_name: kandev_dq.gx.project_root
+    class_name: ExpectationsStore
+expectations_store_name: expectations_store
+validation_results_store_name: validation_results_store
+checkpoint_store_name: checkpoint_store
+data_context_id: {context_id}
+"""
+
+
 def generated_files(root: Path) -> list[Path]:
     """Every file :func:`build_project` writes into ``root`` (GX's store folders aside)."""
     root = Path(root)
     return [
         root / PROJECT_FILE,
+        root / PROJECT_ROOT_GUARD,
         *(
             root / folder / f"{name}.json"
             for name in SUITE_NAMES
@@ -219,6 +243,18 @@ _YML_ASSET = """\
 """
 #: GX's marker of a store folder: the expectations store's id is the project's data_context_id.
 STORE_BACKEND_ID = ".ge_store_backend_id"
+
+
+def copy_project(source: Path, destination: Path) -> Path:
+    """A copy of the project at ``source`` (its :data:`PROJECT_PARTS`, those it has) in
+    ``destination``, with no records or docs of its own yet."""
+    destination.mkdir(parents=True, exist_ok=True)
+    for part in PROJECT_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, destination / part, dirs_exist_ok=True)
+        elif (source / part).is_file():
+            shutil.copy(source / part, destination / part)
+    return destination
 
 
 def init_project(folder: Path, *, force: bool = False) -> Path:
@@ -267,6 +303,7 @@ def build_project(root: Path) -> Path:
         ),
         encoding="utf-8",
     )
+    write_project_root_guard(root, context_id)
     definitions = {}
     for name in SUITE_NAMES:
         suite = {
@@ -305,6 +342,16 @@ def build_project(root: Path) -> Path:
         }
         _write_json(root / CHECKPOINT_DIR / f"{name}.json", checkpoint)
     return root
+
+
+def write_project_root_guard(root: Path, context_id: str) -> None:
+    """Write :data:`PROJECT_ROOT_GUARD` (GX would write an empty project there); a GX project
+    of the user's own already there is theirs, left as it is."""
+    guard = root / PROJECT_ROOT_GUARD
+    if guard.is_file() and not guard.read_text(errors="replace").startswith(_GUARD_YML[:40]):
+        return
+    guard.parent.mkdir(exist_ok=True)
+    guard.write_text(_GUARD_YML.format(context_id=context_id), encoding="utf-8")
 
 
 def _new_id() -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import tempfile
 import time
 import uuid
@@ -17,6 +16,7 @@ import sqlalchemy as sa
 from kandev_dq.contract import tables as schema
 from kandev_dq.errors import KandevDqError
 from kandev_dq.lab.scenarios.registry import SEVERITIES, Scenario, get, with_pg_options
+from kandev_dq.project.files import copy_project
 
 CHECKPOINT = "pre_release"
 #: What a scenario's first check discloses about its records, not about its store: each scenario
@@ -112,18 +112,10 @@ def unproven(scenario: Scenario, verdict: Verdict) -> list[str]:
     return out
 
 
-PROJECT_PARTS = ("great_expectations.yml", "expectations", "checkpoints", "validation_definitions")
-
-
 def private_project(source: Path, destination: Path) -> Path:
     """A copy of a GX project for one scenario: its own key ledger and results, and no
     data-docs action (the verdicts are the point; building docs would dominate the run)."""
-    destination.mkdir(parents=True, exist_ok=True)
-    for part in PROJECT_PARTS:
-        if (source / part).is_dir():
-            shutil.copytree(source / part, destination / part, dirs_exist_ok=True)
-        else:
-            shutil.copy(source / part, destination / part)
+    copy_project(source, destination)
     for checkpoint in (destination / "checkpoints").glob("*.json"):
         config = json.loads(checkpoint.read_text(encoding="utf-8"))
         config["actions"] = []
