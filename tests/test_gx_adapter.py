@@ -340,3 +340,21 @@ def test_gx_keeps_a_results_store_only_under_its_own_class_name():
     assert gx_adapter.ValidationResultsStore.__name__ == "ValidationResultsStore"
     assert configured("ValidationResultsStore")["module_name"] == "kandev_dq.gx.results_store"
     assert configured("KandevResultsStore") == {"class_name": "ValidationResultsStore"}
+
+
+def test_the_store_url_provider_ranks_below_the_runtime_environment(project, tmp_path, monkeypatch):
+    """GX asks its providers in registration order, the last winning: the one kandev-dq adds
+    on GX's path reads ``$KANDEV_STORE_URL`` as ``--store`` does, and yields to a URL that
+    kandev-dq gives in the runtime environment."""
+    import great_expectations as gx
+
+    store = tmp_path / "kandev.db"
+    store.touch()
+    monkeypatch.setenv(URL_VARIABLE, str(store))
+    asked = "${" + URL_VARIABLE + "}"
+    native = gx.get_context(mode="file", context_root_dir=project)
+    assert native.config_provider.substitute_config(asked) == f"sqlite:///{store}"
+    given = gx.get_context(
+        mode="file", context_root_dir=project, runtime_environment={URL_VARIABLE: "sqlite://"}
+    )
+    assert given.config_provider.substitute_config(asked) == "sqlite://"

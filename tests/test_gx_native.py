@@ -424,3 +424,38 @@ def test_project_root_dir_stops_at_once_naming_context_root_dir_and_writes_nothi
     assert files() == before  # no folder made, no file written or changed
     context = gx.get_context(mode="file", context_root_dir=project)
     assert context.checkpoints.get("nightly").name == "nightly"
+
+
+def test_gx_path_takes_the_store_in_every_form_check_takes(target, built_project, tmp_path):
+    """``$KANDEV_STORE_URL`` on GX's path, as ``--store`` takes it: a SQLite file's plain path,
+    a ``postgresql://`` URL and a libpq string give the verdict of the SQLAlchemy URL; a path
+    with no file is refused in ``check``'s words, and no file is made there."""
+    from urllib.parse import unquote
+
+    from sqlalchemy.engine import make_url
+
+    materialise("healthy_baseline", target.url)
+    target.engine.dispose()
+    project = private_project(built_project, tmp_path / "project")
+    if target.dialect == "sqlite":
+        spellings = [target.url, str(Path(target.url).relative_to(tmp_path))]
+    else:
+        url = make_url(target.url)
+        schema = unquote(url.query["options"]).removeprefix("-csearch_path=")
+        spellings = [
+            target.url.replace("postgresql+psycopg://", "postgresql://"),
+            f"host={url.host} port={url.port or 5432} dbname={url.database} "
+            f"user={url.username} options='-csearch_path={schema}'",
+        ]
+    missing = tmp_path / "missing.db"
+    jobs = [
+        {"project": str(project), "url": spelled, "checkpoint": "nightly"}
+        for spelled in [*spellings, str(missing)]
+    ]
+    *found, refused = native_runs(jobs, tmp_path)
+    assert [outcome.get("success") for outcome in found] == [True, True], found
+    assert refused == {
+        "raised": "StoreError",
+        "message": f"no SQLite store at {missing}: the file does not exist",
+    }
+    assert not missing.exists()

@@ -20,6 +20,11 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   the success GX's severity rule expects, the run's own success being kandev-dq's verdict);
   :func:`silencing_actions` keeps GX's action log lines (Teams' holds the webhook URL) of a
   sending thread off stderr.
+* **Naming the store as ``--store`` does on GX's own path**: :func:`store_url_from_environment`
+  registers a configuration provider on the context that reads ``$KANDEV_STORE_URL`` from the
+  process environment in any form ``--store`` takes (a SQLite path, a libpq string,
+  ``postgresql://``) and gives the data source its SQLAlchemy URL, refused in ``check``'s
+  words; a URL kandev-dq passes in the runtime environment ranks above it, as GX ranks them.
 * **Finding the project a validation runs in** (the key ledger on a checkpoint run through GX's
   own API): :func:`validating_context` follows the execution engine's active batch to its data
   source and that data source's context, all public properties.
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -64,8 +70,9 @@ from great_expectations.data_context.types.resource_identifiers import (
 
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.project.deviations import RESULT_META_KEY, result_deviations
-from kandev_dq.project.vetting import vet_on_gx_path
+from kandev_dq.project.vetting import URL_VARIABLE, vet_on_gx_path
 from kandev_dq.records.results import suite_success
+from kandev_dq.store.reference import connection_url
 
 
 @contextmanager
@@ -80,6 +87,21 @@ def reading_with(context, datasource: str, engine_options: dict[str, Any]) -> It
         yield engine
     finally:
         engine.dispose()
+
+
+def store_url_from_environment(context) -> None:
+    """Let ``$KANDEV_STORE_URL`` name the store in ``context`` as ``--store`` does (module
+    docstring); asked each time GX reads its configuration, so a changed variable is read."""
+    from great_expectations.core.config_provider import _AbstractConfigurationProvider
+
+    class StoreUrlFromEnvironment(_AbstractConfigurationProvider):
+        def get_values(self) -> dict[str, str]:
+            given = os.environ.get(URL_VARIABLE)
+            if not given or URL_VARIABLE in (context.runtime_environment or {}):
+                return {}
+            return {URL_VARIABLE: connection_url(given)}
+
+    context.config_provider.register_provider(StoreUrlFromEnvironment())
 
 
 @contextmanager

@@ -34,6 +34,7 @@ from great_expectations.data_context.store import expectations_store as gx_expec
 import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
 import kandev_dq.gx.live_window  # noqa: F401 - registers the live window metric
 import kandev_dq.gx.write_once  # noqa: F401 - registers the write-once ledger metric
+from kandev_dq.gx.adapter import store_url_from_environment
 from kandev_dq.project.files import refuse_incomplete_suite
 from kandev_dq.project.vetting import vet_on_gx_path
 
@@ -51,6 +52,8 @@ class ExpectationsStore(gx_expectations_store.ExpectationsStore):
         data_context=None,
     ) -> None:
         vet_on_gx_path((runtime_environment or {}).get("root_directory"))
+        if data_context is not None:
+            store_url_from_environment(data_context)
         super().__init__(
             store_backend=store_backend,
             runtime_environment=runtime_environment,

@@ -35,6 +35,7 @@ from kandev_dq.store.target import (
     is_conninfo,
     plain_postgres_shown,
     redact,
+    refuse_unusable_sqlite_file,
     shown_sqlite,
     sqlite_path,
     without_secrets,
@@ -170,6 +171,16 @@ def store_ref(given: str | StoreRef | URL) -> StoreRef:
     if shown is not None:
         return StoreRef(given, POSTGRESQL, None, shown)
     return _of_url(given, resolve_url(given))
+
+
+def connection_url(given: str) -> str:
+    """The SQLAlchemy URL, as text, of a store named in any form ``--store`` takes (a SQLite
+    path, a libpq string, ``postgresql://``), refused in ``check``'s words when it cannot be one
+    (not a database URL; a SQLite path naming a folder or no file)."""
+    ref = store_ref(given)
+    if ref.is_path:
+        refuse_unusable_sqlite_file(ref.file)
+    return ref.url.render_as_string(hide_password=False)
 
 
 def _of_url(given: str, url: URL) -> StoreRef:
