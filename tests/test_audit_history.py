@@ -168,6 +168,29 @@ def test_history_lists_only_the_asked_store(sqlite_target, project, tmp_path):
     assert nothing.runs == [] and "no recorded" in render(nothing)[0]
 
 
+def test_history_lists_the_asked_checkpoints_only(target, project):
+    """``history --checkpoint`` (repeatable) keeps a store's runs of those checkpoints; a
+    checkpoint the project does not have is refused with the closest name."""
+    _healthy(target)
+    for checkpoint in ("nightly", "post_migration", "nightly"):
+        run_check(project, target.url, checkpoint)
+        time.sleep(0.01)  # distinct run times
+    every = history(project, target.url).runs
+    assert [r.checkpoint for r in every] == ["nightly", "post_migration", "nightly"]
+    nightly = history(project, target.url, checkpoints=["nightly"]).runs
+    assert [r.run_time for r in nightly] == [every[0].run_time, every[2].run_time]
+    both = ("--checkpoint", "post_migration", "--checkpoint", "nightly")
+    done = kandev_dq(
+        "history", "--store", target.url, "--project", str(project), *both, "--format", "json"
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(done.stdout)["runs"]) == 3
+    done = kandev_dq(
+        "history", "--store", target.url, "--project", str(project), "--checkpoint", "nightlly"
+    )
+    assert done.returncode == 2 and "did you mean 'nightly'" in done.stderr, done.stderr
+
+
 def test_run_names_are_safe_and_carry_no_credentials():
     """Run names are made of a store's records key (its identity, or the user's name, which
     may hold anything); the name records of an older version were keyed by holds no

@@ -87,6 +87,7 @@ def test_json_output_in_a_fresh_process(target, project):
         "query",  # the SELECT listing what a failed rule counted; null where it passed
         "failing_since",  # a failed rule: since which run it fails on this store and checkpoint
         "new",  # a failed rule that did not fail in the last run
+        "thresholds",  # the suite entry's warn_if / error_if; null where any count fails
     }
     assert all(r["query"] is None for r in report["results"] if r["success"])
     assert all(r["failing_since"] is None for r in report["results"] if r["success"])

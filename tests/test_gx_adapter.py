@@ -139,9 +139,19 @@ def test_gx_api_action_cannot_encode_its_own_payload(capsys):
     assert "Exception when sending data to API" in capsys.readouterr().out
 
 
+def _failed(severity, **details) -> dict:
+    """A failed rule's result as GX stores it, at GX's ``severity``."""
+    return {
+        "success": False,
+        "expectation_config": {"type": "expect_x", "severity": severity},
+        "result": {"details": details},
+    }
+
+
 def test_action_fires_follows_gx_should_notify():
     """``action_fires`` answers as GX's actions decide, from the highest failed severity of the
-    suites' results (an AC-24d failure is an error: GX's critical)."""
+    suites' results as kandev-dq reads them (an AC-24d failure is an error: GX's critical; an
+    error rule whose count met its warn_if alone, a warning)."""
     from types import SimpleNamespace
 
     from great_expectations.checkpoint import SlackNotificationAction
@@ -149,12 +159,7 @@ def test_action_fires_follows_gx_should_notify():
     from great_expectations.expectations.metadata_types import FailureSeverity
 
     def failed_run(*severities):
-        suites = {
-            n: SimpleNamespace(
-                get_max_severity_failure=lambda s=s: s, results=[SimpleNamespace(success=False)]
-            )
-            for n, s in enumerate(severities)
-        }
+        suites = {n: SimpleNamespace(results=[_failed(s.value)]) for n, s in enumerate(severities)}
         return SimpleNamespace(success=False, run_results=suites)
 
     fires = {
@@ -172,6 +177,12 @@ def test_action_fires_follows_gx_should_notify():
     warned.success = True
     slack = SlackNotificationAction(name="s", slack_webhook="http://x/", notify_on="warning")
     assert gx_adapter.action_fires(slack, warned)
+    past_warn_if = {"warn_if": ">5", "error_if": ">50", "fired": "warn_if"}
+    rows = SimpleNamespace(results=[_failed("critical", thresholds=past_warn_if)])
+    warned_by_threshold = SimpleNamespace(success=True, run_results={"rows": rows})
+    for on, expected in (("critical", False), ("warning", True)):
+        slack = SlackNotificationAction(name="s", slack_webhook="http://x/", notify_on=on)
+        assert gx_adapter.action_fires(slack, warned_by_threshold) is expected, on
     # An action without notify_on (GX's API action) always sends.
     api = APINotificationAction(name="a", url="http://x/")
     assert gx_adapter.action_fires(api, failed_run(FailureSeverity.INFO))

@@ -178,6 +178,14 @@ def history(
     allow_project_code: AllowCodeOption = False,
     records: RecordsOption = None,
     store_name: StoreNameOption = None,
+    checkpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Only the runs of this checkpoint; repeat for several.",
+            autocompletion=complete_checkpoints,
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Past runs of a store, newest first, from the records database: when each rule started
     failing, when the write-once baseline was taken, and every accepted key reset."""
@@ -186,9 +194,18 @@ def history(
     from kandev_dq.project.settings import chosen_store
     from kandev_dq.report.history import history as past_runs  # reads no GX
     from kandev_dq.report.history import render
+    from kandev_dq.run.inputs import checkpoint_name
 
+    checkpoints = [checkpoint_name(folder, name) for name in checkpoint or ()]
     target = chosen_store(store, store_name)
-    past = past_runs(folder, target, limit, allow_project_code=allow_project_code, records=records)
+    past = past_runs(
+        folder,
+        target,
+        limit,
+        allow_project_code=allow_project_code,
+        records=records,
+        checkpoints=checkpoints,
+    )
     used(folder)
     if output_format is Format.json:
         print(json.dumps(past.to_json(), default=str))
@@ -310,10 +327,12 @@ def _describe_rule(expectation: str, project: Path) -> None:
     first = indexed[0]
     suites = ", ".join(r.suite for r in indexed)
     held = project_entry(project, expectation)
-    severity = first.severity if held is None else held[1]
+    severity = first.severity if held is None else held.severity
     say(f"{expectation} [{', '.join(first.rules)}] {severity}, suite {suites}")
     if held is None:
         say(NOT_IN_PROJECT)
+    elif held.thresholds is not None:
+        say(f"its count is judged by the project's thresholds: {held.thresholds.text()}")
     say(RULE_SENTENCES[expectation])
     for ac in first.rules:
         say(f"{ac}: {BY_ID[ac].summary}")

@@ -39,6 +39,7 @@ from kandev_dq.contract.rule_index import (
     OPEN_SESSIONS_CUT,
     severity_word,
 )
+from kandev_dq.contract.thresholds import CountThresholds, ThresholdError
 from kandev_dq.errors import exception_message
 from kandev_dq.facts.shapes import ChangeWindow
 from kandev_dq.sql.listing import Listing
@@ -46,7 +47,7 @@ from kandev_dq.sql.scan import CARRIED_CHARS, CARRIED_SESSIONS, Part
 from kandev_dq.store.access import gx_facts
 from kandev_dq.store.replication import Standby
 from kandev_dq.verdicts import verdict_of
-from kandev_dq.verdicts.base import Family, Finding, Verdict
+from kandev_dq.verdicts.base import Family, Finding, Verdict, within_thresholds
 
 #: Each registered family of facts: metric name -> (compute, the value keys it takes).
 FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...]]] = {}
@@ -245,7 +246,8 @@ class KandevExpectation(BatchExpectation):
         self, metrics: dict, runtime_configuration: dict | None = None, execution_engine=None
     ):
         facts = {**metrics[self.facts], **{name: metrics[name] for name in self.judged_metrics}}
-        found = self.finding(facts)
+        # A suite entry's count thresholds (dbt's warn_if / error_if) in its meta.
+        found = within_thresholds(self.finding(facts), CountThresholds.of(self.meta))
         if "window" in facts:
             # What a live read covered, in every result: the output and the data docs say it,
             # and the next live run starts from its watermark.
@@ -291,15 +293,21 @@ class KandevExpectation(BatchExpectation):
         severity = getattr(config, "severity", None) if config is not None else None
         severity = getattr(severity, "value", severity) or "critical"
         severity = severity_word(severity)
+        try:
+            thresholds = CountThresholds.of(getattr(config, "meta", None))
+        except ThresholdError:
+            thresholds = None  # the result says why it could not be judged
+        limits = f"; {thresholds.text()}" if thresholds else ""
         return [
             RenderedStringTemplateContent(
                 content_block_type="string_template",
                 string_template={
-                    "template": "$rule ($rules; severity $severity)",
+                    "template": "$rule ($rules; severity $severity$limits)",
                     "params": {
                         "rule": cls.rule_text,
                         "rules": ", ".join(cls.rules),
                         "severity": severity,
+                        "limits": limits,
                     },
                 },
             )

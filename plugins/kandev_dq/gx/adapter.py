@@ -24,7 +24,8 @@ GX 1.24 offers no public hook for three things a ``kandev-dq check`` run needs:
   registers a configuration provider on the context that reads ``$KANDEV_STORE_URL`` from the
   process environment in any form ``--store`` takes (a SQLite path, a libpq string,
   ``postgresql://``) and gives the data source its SQLAlchemy URL, refused in ``check``'s
-  words; a URL kandev-dq passes in the runtime environment ranks above it, as GX ranks them.
+  words; a runtime environment naming the variable ranks above it, as GX ranks them. Only a
+  context loaded through GX's API gets it: kandev-dq passes the store it reads itself.
 * **Finding the project a validation runs in** (the key ledger on a checkpoint run through GX's
   own API): :func:`validating_context` follows the execution engine's active batch to its data
   source and that data source's context, all public properties.
@@ -69,9 +70,10 @@ from great_expectations.data_context.types.resource_identifiers import (
 )
 
 from kandev_dq.contract.rule_index import RULE_INDEX
+from kandev_dq.contract.severity import Severity
 from kandev_dq.project.deviations import RESULT_META_KEY, result_deviations
 from kandev_dq.project.vetting import URL_VARIABLE, vet_on_gx_path
-from kandev_dq.records.results import suite_success
+from kandev_dq.records.results import rule_result, suite_success
 from kandev_dq.store.reference import connection_url
 
 
@@ -145,21 +147,25 @@ def run_action(action, context, checkpoint_result) -> Any:
 def action_fires(action, checkpoint_result) -> bool:
     """Whether GX's notification ``action`` sends for this result, by GX's own rule: its
     ``notify_on`` against the run's success and highest failed severity (no ``notify_on``:
-    always)."""
+    always). The severities are kandev-dq's reading of each result (:func:`rule_result`), so a
+    count past ``warn_if`` alone is the warning it is reported as, not its entry's severity."""
     from great_expectations.checkpoint.actions import should_notify
+    from great_expectations.expectations.metadata_types import FailureSeverity
 
     notify_on = getattr(action, "notify_on", None)
     if notify_on is None:
         return True
-    max_severity = action._get_max_severity_failure_from_checkpoint_result(checkpoint_result)
+    failed = {
+        read.severity
+        for suite in checkpoint_result.run_results.values()
+        for read in map(rule_result, suite.results)
+        if not read.success
+    }
+    highest = min(failed, key=Severity.rank_of, default=None)
+    max_severity = FailureSeverity(Severity(highest).gx) if highest in set(Severity) else None
     # The run's success is kandev-dq's verdict (errors only); GX's severity rule needs a run
     # that failed at all to send a warning or info alert.
-    any_failed = any(
-        not result.success
-        for suite in checkpoint_result.run_results.values()
-        for result in suite.results
-    )
-    return should_notify(success=not any_failed, notify_on=notify_on, max_severity=max_severity)
+    return should_notify(success=not failed, notify_on=notify_on, max_severity=max_severity)
 
 
 def pagerduty_available() -> bool:

@@ -36,7 +36,7 @@ import kandev_dq.gx.live_window  # noqa: F401 - registers the live window metric
 import kandev_dq.gx.write_once  # noqa: F401 - registers the write-once ledger metric
 from kandev_dq.gx.adapter import store_url_from_environment
 from kandev_dq.project.files import refuse_incomplete_suite
-from kandev_dq.project.vetting import vet_on_gx_path
+from kandev_dq.project.vetting import loaded_by_kandev_dq, vet_on_gx_path
 
 
 class ExpectationsStore(gx_expectations_store.ExpectationsStore):
@@ -51,8 +51,10 @@ class ExpectationsStore(gx_expectations_store.ExpectationsStore):
         store_name: str = "no_store_name",
         data_context=None,
     ) -> None:
-        vet_on_gx_path((runtime_environment or {}).get("root_directory"))
-        if data_context is not None:
+        root = (runtime_environment or {}).get("root_directory")
+        vet_on_gx_path(root)
+        # On GX's own path only: kandev-dq passes the store it reads itself (or none, for docs).
+        if data_context is not None and not loaded_by_kandev_dq(root):
             store_url_from_environment(data_context)
         super().__init__(
             store_backend=store_backend,

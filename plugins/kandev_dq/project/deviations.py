@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.thresholds import ERROR_IF, WARN_IF, CountThresholds, ThresholdError
 from kandev_dq.errors import KandevDqError
 from kandev_dq.project.plan import CHECKPOINTS, SUITE_NAMES, Planned, suite_plan
 from kandev_dq.project.vetting import CHECKPOINT_DIR, DEFINITION_DIR, SUITE_DIR
@@ -31,6 +32,7 @@ KINDS: dict[str, str] = {
     "removed": "a rule of kandev-dq's suite is not in the project's",
     "severity": "a rule runs at another severity than kandev-dq's",
     "arguments": "a rule is given other arguments than kandev-dq gives it",
+    "thresholds": "a rule's count is judged by warn_if / error_if, where kandev-dq fails on any",
     "added": "the project's suite holds a rule kandev-dq's does not",
     "emptied": "the project's suite holds none of kandev-dq's rules",
     "suite_removed": "the checkpoint does not run a suite kandev-dq's runs",
@@ -198,6 +200,20 @@ def _rule_deviations(suite: str, rule: Planned, held: dict[str, Any]) -> list[De
                 "kandev-dq's rules",
             )
         )
+    meta = held.get("meta") if isinstance(held.get("meta"), dict) else {}
+    if WARN_IF in meta or ERROR_IF in meta:
+        try:
+            given = CountThresholds.of(meta).text()
+        except ThresholdError:
+            given = _shown({key: meta[key] for key in (WARN_IF, ERROR_IF) if key in meta})
+        found.append(
+            Deviation(
+                suite,
+                rule.type,
+                "thresholds",
+                f"{given} in the project; kandev-dq's rules fail on any count",
+            )
+        )
     arguments = held.get("kwargs") or {}
     if arguments != rule.kwargs:
         found.append(
@@ -211,19 +227,37 @@ def _rule_deviations(suite: str, rule: Planned, held: dict[str, Any]) -> list[De
     return found
 
 
-def project_entry(project: Path, expectation: str) -> tuple[str, str, dict[str, Any]] | None:
-    """The first of kandev-dq's suites in ``project`` that runs ``expectation``, with the
-    severity (kandev-dq's word) and the arguments it runs at there; None when the project's
-    suites do not run it."""
+@dataclass(frozen=True)
+class ProjectEntry:
+    """A rule as a project's suite runs it: the suite, the severity (kandev-dq's word), the
+    arguments and the count thresholds it is given there."""
+
+    suite: str
+    severity: str
+    arguments: dict[str, Any]
+    thresholds: CountThresholds | None
+
+
+def project_entry(project: Path, expectation: str) -> ProjectEntry | None:
+    """The first of kandev-dq's suites in ``project`` that runs ``expectation``, as it runs it
+    there; None when the project's suites do not run it."""
     files = _ProjectFiles(project)
     for suite in SUITE_NAMES:
         for entry in files.suite_expectations(suite) or []:
             if entry.get("type") == expectation:
                 arguments = entry.get("kwargs")
-                return (
+                meta = entry.get("meta")
+                try:
+                    thresholds = CountThresholds.of(meta if isinstance(meta, dict) else None)
+                except ThresholdError as exc:
+                    raise KandevDqError(
+                        one_line(f"{expectation} in the project's suite {suite}: {exc}")
+                    ) from None
+                return ProjectEntry(
                     suite,
                     _word(entry.get("severity")),
                     arguments if isinstance(arguments, dict) else {},
+                    thresholds,
                 )
     return None
 

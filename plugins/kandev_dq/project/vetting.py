@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.rule_index import LIVE_SCOPED, RULE_INDEX
+from kandev_dq.contract.thresholds import CountThresholds, ThresholdError
 from kandev_dq.errors import KandevDqError
 from kandev_dq.project.settings import (
     RECORDS_VARIABLE,
@@ -350,6 +351,12 @@ def loading_vetted(root: Path) -> Iterator[Callable[[Any], Any]]:
         _loading.reset(token)
 
 
+def loaded_by_kandev_dq(root: str | Path | None) -> bool:
+    """Whether kandev-dq itself is loading the project at ``root`` (:func:`loading_vetted`),
+    not a scheduler through GX's own API."""
+    return root is not None and _loading.get() == Path(root).resolve()
+
+
 def vet_on_gx_path(root: str | Path | None, context: object = None) -> None:
     """GX builds one of kandev-dq's classes from a project's yml (its expectations or results
     store, the results backend, the site builder of ``context``): vet the project as
@@ -360,7 +367,7 @@ def vet_on_gx_path(root: str | Path | None, context: object = None) -> None:
     if not root or (context is not None and context in _vetted_contexts):
         return
     root = Path(root).resolve()
-    if project_code_allowed_by_environment() or root in _trusted or _loading.get() == root:
+    if project_code_allowed_by_environment() or root in _trusted or loaded_by_kandev_dq(root):
         return
     vet_project(root)
 
@@ -710,6 +717,23 @@ def _vet_suite(file: Path, document: object) -> None:
             )
         kwargs = _mapping(file, f"{where}.kwargs", expectation.get("kwargs"))
         _only(file, f"{where}.kwargs", kwargs, declared)
+        _vet_thresholds(file, where, kind, expectation.get("meta"))
+
+
+def _vet_thresholds(file: Path, where: str, kind: str, meta: object) -> None:
+    """Count thresholds (``warn_if`` / ``error_if`` in an entry's meta) that read as dbt's, on
+    one of kandev-dq's rules, which judge them (GX's built-ins would pass them by)."""
+    try:
+        thresholds = CountThresholds.of(meta if isinstance(meta, dict) else None)
+    except ThresholdError as exc:
+        raise KandevDqError(one_line(f"{file}: {where}.meta: {exc}")) from None
+    if thresholds is not None and kind not in DECLARED_KWARGS:
+        raise KandevDqError(
+            one_line(
+                f"{file}: {where}.meta: warn_if and error_if are judged by kandev-dq's rules "
+                f"only; GX's {kind} would pass them by"
+            )
+        )
 
 
 def _vet_definition(file: Path, document: object) -> None:

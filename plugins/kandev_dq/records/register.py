@@ -152,11 +152,15 @@ class Register:
         identity: str | None = None,
         run_keys: list[str] | None = None,
         limit: int | None = None,
+        checkpoints: list[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Recorded runs, newest first (of one store, or with the given run keys)."""
+        """Recorded runs, newest first (of one store, or with the given run keys; of the given
+        checkpoints only, when named)."""
         query = sa.select(runs).order_by(runs.c.run_time.desc(), runs.c.id.desc())
         if identity is not None:
             query = query.where(runs.c.store_identity == identity)
+        if checkpoints:
+            query = query.where(runs.c.checkpoint.in_(checkpoints))
         if run_keys is not None:
             query = query.where(runs.c.run_key.in_(run_keys))
         if limit is not None:

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.rule_index import severity_word
 from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.thresholds import DETAILS_KEY, CountThresholds, severity_when_fired
 from kandev_dq.errors import exception_message
 from kandev_dq.records.tables import now_text, results, runs
 from kandev_dq.sql.dialect import insert_if_absent
@@ -185,6 +186,9 @@ class RuleResult:
     #: (this run's own when it is ``new``); None for a rule that passed.
     failing_since: str | None = None
     new: bool = False
+    #: The count thresholds the rule's suite entry gives it (``warn_if >5, error_if >50``);
+    #: None where any count fails it.
+    thresholds: str | None = None
 
 
 def failing_severities(fail_on: str) -> tuple[str, ...]:
@@ -208,16 +212,21 @@ def rule_result(result, suite: str = "") -> RuleResult:
         message = f"could not evaluate: {error}"
     else:
         message = details.get("message") or _builtin_message(body, success)
+    word = severity_word(severity)
+    limits = details.get(DETAILS_KEY) or {}
+    if limits.get("fired") and not success:  # past warn_if alone: a warning at most
+        word = severity_when_fired(limits["fired"], word)
     return RuleResult(
         expectation=config.get("type") or "",
         rules=list((config.get("meta") or {}).get("rules") or details.get("rules") or []),
-        severity=severity_word(severity),
+        severity=word,
         success=bool(success) and not error,
         observed_value=body.get("observed_value"),
         unexpected_count=body.get("unexpected_count"),
         message=message,
         suite=suite,
         query=details.get("query"),
+        thresholds=CountThresholds.of(limits).text() if limits else None,
     )
 
 

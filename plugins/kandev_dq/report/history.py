@@ -111,8 +111,10 @@ def history(
     *,
     allow_project_code: bool = False,
     records: str | None = None,
+    checkpoints: list[str] | None = None,
 ) -> History:
-    """The last ``limit`` runs recorded for ``target``, newest first.
+    """The last ``limit`` runs recorded for ``target``, newest first (of ``checkpoints`` only,
+    when named).
 
     History loads no project code (nor GX); ``allow_project_code`` only lets the project's yml
     name a records database outside its folder (:func:`~kandev_dq.records.records_url`)."""
@@ -122,7 +124,10 @@ def history(
     with Records(chosen) as opened:
         identity = records_key(opened, store)
         baseline = opened.baseline(identity)
-        runs = [_past_run(r) for r in opened.run_records(identity=identity, limit=max(limit, 0))]
+        recorded = opened.run_records(
+            identity=identity, limit=max(limit, 0), checkpoints=checkpoints
+        )
+        runs = [_past_run(r) for r in recorded]
         return History(
             store=store.shown,
             runs=runs,

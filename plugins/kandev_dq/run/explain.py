@@ -21,6 +21,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
+from kandev_dq.contract.thresholds import DETAILS_KEY, CountThresholds, severity_when_fired
 from kandev_dq.errors import KandevDqError, did_you_mean
 from kandev_dq.project.deviations import project_entry
 from kandev_dq.project.files import default_project
@@ -33,7 +34,7 @@ from kandev_dq.store.reference import StoreRef, missing_sqlite_file, resolve_url
 from kandev_dq.store.snapshot import PinnedRead, facts_for, pinned
 from kandev_dq.text import one_line
 from kandev_dq.verdicts import verdict_of
-from kandev_dq.verdicts.base import Finding, Verdict
+from kandev_dq.verdicts.base import Finding, Verdict, within_thresholds
 
 #: Rows ``explain --run`` shows in its table (the total is always counted).
 SHOWN_ROWS = 50
@@ -54,6 +55,8 @@ class Rule:
     severity: str
     #: False: the project's suites do not run it (it is shown as kandev-dq's suites run it).
     in_project: bool = True
+    #: The count thresholds the project's suite entry gives it (None: any count fails).
+    thresholds: CountThresholds | None = None
 
     @property
     def name(self) -> str:
@@ -85,14 +88,13 @@ def rule_named(name: str, project: Path | None = None) -> Rule:
     held = project_entry(project, name)
     if held is None:
         return replace(known[name], in_project=False)
-    suite, severity, arguments = held
     try:
-        verdict = verdict_of(name)(**arguments)
+        verdict = verdict_of(name)(**held.arguments)
     except (TypeError, ValueError) as exc:
         raise KandevDqError(
-            one_line(f"{name} in the project's suite {suite}: arguments it cannot take: {exc}")
+            one_line(f"{name} in the project's suite {held.suite}: arguments it cannot take: {exc}")
         ) from None
-    return Rule(suite, verdict, severity)
+    return Rule(held.suite, verdict, held.severity, thresholds=held.thresholds)
 
 
 def finding_in(
@@ -105,7 +107,7 @@ def finding_in(
     facts = dict(facts_for(engine, family.key(params), lambda conn: family.compute(conn, **params)))
     if ledger is not None:
         facts[WRITE_ONCE_LEDGER] = ledger
-    return verdict.finding(facts)
+    return within_thresholds(verdict.finding(facts), rule.thresholds)
 
 
 @contextmanager
@@ -200,7 +202,9 @@ def explain(
         explained = Explanation(
             expectation=rule.name,
             suite=rule.suite,
-            severity=rule.severity,
+            severity=severity_when_fired(
+                (found.details.get(DETAILS_KEY) or {}).get("fired"), rule.severity
+            ),
             rules=list(rule.expectation.rules),
             sentence=rule.expectation.rule_text,
             in_project=rule.in_project,

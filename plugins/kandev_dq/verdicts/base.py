@@ -15,11 +15,12 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from kandev_dq.contract.rule_index import RULE_SENTENCES, indexed
 from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.thresholds import DETAILS_KEY, CountThresholds
 from kandev_dq.sql.listing import Listing
 from kandev_dq.sql.scan import Part
 
@@ -69,6 +70,36 @@ def counted(facts_part: Part | None, noun: str, fix: str) -> Finding:
         sample=part["sample"],
         listing=part.get("listing"),
     )
+
+
+def within_thresholds(found: Finding, thresholds: CountThresholds | None) -> Finding:
+    """``found`` judged by a suite entry's count thresholds (:mod:`kandev_dq.contract.thresholds`)
+    where its count alone decided it; a verdict reached on other grounds (a missing table, a
+    state) stands. A rule counting nothing cannot take thresholds: it fails, saying so."""
+    if thresholds is None:
+        return found
+    count = found.unexpected_count
+    said = {"warn_if": str(thresholds.warn_if), "error_if": str(thresholds.error_if)}
+    judged = replace(found, details={**found.details})
+    if count is None:
+        judged.success = False
+        judged.message = (
+            f"{thresholds.text()} given, but this rule counts nothing to compare with them: "
+            "take them off its suite entry"
+        )
+        judged.details[DETAILS_KEY] = {**said, "fired": None}
+        return judged
+    if found.success != (count == 0):
+        judged.details[DETAILS_KEY] = {**said, "fired": None}
+        return judged
+    fired = thresholds.fired(count)
+    judged.success = fired is None
+    judged.details[DETAILS_KEY] = {**said, "fired": fired}
+    if fired is not None:
+        judged.message = f"{found.message} ({fired} {said[fired]} holds)"
+    elif count:
+        judged.message = f"{found.message} (within the thresholds: {thresholds.text()})"
+    return judged
 
 
 def expectation_name(class_name: str) -> str:
