@@ -95,6 +95,8 @@ def test_thresholds_judge_the_count_on_every_surface(target, project):
     assert (explained.success, explained.severity) == (False, "warning")
     [deviation] = [d for d in project_deviations(project, "nightly") if d.kind == "thresholds"]
     assert deviation.expectation == ORPHANS and warned.thresholds in deviation.detail
+    listed = kandev_dq("rules", "--project", str(project)).stdout.splitlines()
+    assert any(ORPHANS in line and f"error ({warned.thresholds})" in line for line in listed)
 
     _thresholds(project, ORPHANS, warn_if=f">{count}", error_if=f">{count}")
     within = result(run_check(project, target.url, "nightly"), ORPHANS)

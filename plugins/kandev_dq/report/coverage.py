@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kandev_dq.contract.catalogue import BY_ID, CRITERIA
 from kandev_dq.contract.rule_index import RULE_INDEX, IndexedRule, severity_word
+from kandev_dq.contract.thresholds import CountThresholds, ThresholdError
 from kandev_dq.project.files import SUITE_DIR
 
 
@@ -44,11 +45,20 @@ def citations(project: Path | None = None) -> list[IndexedRule]:
                 IndexedRule(
                     entry["type"],
                     path.stem,
-                    severity_word(entry.get("severity")),
+                    severity_word(entry.get("severity")) + _thresholds(entry.get("meta")),
                     tuple(declared),
                 )
             )
     return found
+
+
+def _thresholds(meta: object) -> str:
+    """What a severity cell adds for an entry's count thresholds ("" without)."""
+    try:
+        given = CountThresholds.of(meta if isinstance(meta, dict) else None)
+    except ThresholdError as exc:
+        return f" ({exc})"
+    return f" ({given.text()})" if given else ""
 
 
 def coverage_rows(project: Path | None = None) -> list[CoverageRow]:
