@@ -159,35 +159,32 @@ def test_a_check_with_a_huge_key_stays_within_the_memory_bound(target, project, 
 #: the reconciliation alone, and its updated_at, read by the reconciliation and the rules
 #: apart from its created_at; ``python -m bench --huge-value`` measures the cases with repeats.
 COLUMNS = [*huge_value.COLUMN_CASES.values(), ("message", "task_id"), ("message", "updated_at")]
-#: Still over the bound (docs/reliability.md, Known limits): SQLite's coverage and backfill
-#: reconciliation sort, materialise and join the message's id and session whole;
-#: PostgreSQL's error for metadata that is not JSON names the whole token.
-OVER_THE_BOUND = {
-    **{
-        ("sqlite", "message", c): "the reconciliation carries the message's column whole"
-        for c in ("id", "task_session_id")
-    },
-    ("postgresql", "message", "metadata"): "PostgreSQL's JSON error holds the whole token",
+#: Still over the bound (docs/reliability.md, Known limits), each held to the ceiling stated
+#: there instead, so a regression still fails: SQLite's coverage and backfill reconciliation
+#: sort, materialise and join the message's id and session whole (1.1 GB measured);
+#: PostgreSQL's error for metadata that is not JSON names the whole token (822 MB measured).
+OVER_THE_BOUND_MB = {
+    **{("sqlite", "message", c): 1_300 for c in ("id", "task_session_id")},
+    ("postgresql", "message", "metadata"): 1_000,
 }
 
 
 @pytest.mark.parametrize(("table", "column"), COLUMNS, ids=[f"{t}.{c}" for t, c in COLUMNS])
 def test_a_check_with_a_huge_value_in_any_column_stays_within_the_memory_bound(
-    target, project, gx_baseline_mb, table, column, request
+    target, project, gx_baseline_mb, table, column
 ):
     if target.dialect == "postgresql" and (table, column) in huge_value.POSTGRES_CANNOT_HOLD:
         pytest.skip(
             f"PostgreSQL cannot store a huge {table} {column}: a btree index entry holds at "
             "most 2704 bytes, a TIMESTAMP no text"
         )
-    known = OVER_THE_BOUND.get((target.dialect, table, column))
-    if known:
-        request.applymarker(pytest.mark.xfail(reason=f"known limit: {known}", strict=True))
     migrated_bench_store(target)
     huge_value.plant_huge_value(target.engine, table, column, "v" * (VALUE_MB * 1_000_000))
     found = check_peak(target, project)
     assert found["exit"] in (0, 1)  # a verdict, not an error
-    bound = gx_baseline_mb + OVER_GX_MB + PER_VALUE * VALUE_MB
+    bound = OVER_THE_BOUND_MB.get(
+        (target.dialect, table, column), gx_baseline_mb + OVER_GX_MB + PER_VALUE * VALUE_MB
+    )
     assert found["rss_mb"] <= bound, f"{found['rss_mb']:.0f} MB over the bound {bound:.0f} MB"
 
 
