@@ -429,7 +429,8 @@ def test_project_root_dir_stops_at_once_naming_context_root_dir_and_writes_nothi
 def test_gx_path_takes_the_store_in_every_form_check_takes(target, built_project, tmp_path):
     """``$KANDEV_STORE_URL`` on GX's path, as ``--store`` takes it: a SQLite file's plain path,
     a ``postgresql://`` URL and a libpq string give the verdict of the SQLAlchemy URL; a path
-    with no file is refused in ``check``'s words, and no file is made there."""
+    with no file, or a ``sqlite://`` URL of one, is refused in ``check``'s words, and no file
+    is made there."""
     from urllib.parse import unquote
 
     from sqlalchemy.engine import make_url
@@ -450,12 +451,16 @@ def test_gx_path_takes_the_store_in_every_form_check_takes(target, built_project
     missing = tmp_path / "missing.db"
     jobs = [
         {"project": str(project), "url": spelled, "checkpoint": "nightly"}
-        for spelled in [*spellings, str(missing)]
+        for spelled in [*spellings, str(missing), f"sqlite:///{missing}"]
     ]
-    *found, refused = native_runs(jobs, tmp_path)
+    *found, refused, refused_url = native_runs(jobs, tmp_path)
     assert [outcome.get("success") for outcome in found] == [True, True], found
-    assert refused == {
-        "raised": "StoreError",
-        "message": f"no SQLite store at {missing}: the file does not exist",
-    }
+    assert (
+        refused
+        == refused_url
+        == {
+            "raised": "StoreError",
+            "message": f"no SQLite store at {missing}: the file does not exist",
+        }
+    )
     assert not missing.exists()

@@ -34,6 +34,7 @@ from kandev_dq.migration.runner import Status
 from kandev_dq.records import Records, records_url
 from kandev_dq.records.identity import store_identity
 from kandev_dq.run.check import run_check
+from kandev_dq.sql.dialect import PG_PARSED_BYTES
 from kandev_dq.sql.messages import tolerating_unreadable_metadata
 from kandev_dq.store.access import open_store
 from kandev_dq.store.reference import resolve_url, shown_store, store_ref
@@ -534,6 +535,82 @@ def test_metadata_that_is_not_json_is_named_and_read_as_empty(target, quick_proj
     finally:
         store.dispose()
     assert [row["id"] for row in facts["metadata"]["sample"]] == sorted(NOT_JSON)
+
+
+class ErrorSizes:
+    """The length of every DBAPI error text any engine of this process receives while active."""
+
+    def __init__(self):
+        self.sizes: list[int] = []
+
+    def __enter__(self):
+        sa.event.listen(sa.engine.Engine, "handle_error", self._record)
+        return self
+
+    def __exit__(self, *exc):
+        sa.event.remove(sa.engine.Engine, "handle_error", self._record)
+
+    def _record(self, context):
+        self.sizes.append(len(str(context.original_exception)))
+
+
+#: Over the size PostgreSQL's statements parse only once it is known to be readable.
+LARGE = PG_PARSED_BYTES + 10
+LARGE_NOT_JSON = {"nj-large-word": "v" * LARGE, "nj-large-string": '{"a": "' + "x" * LARGE}
+
+
+def _check_large_metadata(target, project) -> ErrorSizes:
+    """A store with short and large metadata that is not JSON, a large document that is JSON
+    and a large blank text, checked: AC-23b's verdict, the same whichever way it is reached."""
+    store = _store_with_unreadable_metadata(target)
+    session = store.session()
+    stamp = "2026-08-01 00:00:06+00:00"
+    large_description = "d" * LARGE
+    counts = {"total_tokens": 5, "tool_use_count": 1, "duration_ms": 9}
+    store.subagent_message(session, stamp, "toolu_large", description=large_description, **counts)
+    store.subagent_row(
+        session,
+        "toolu_large",
+        stamp,
+        tool_status="completed",
+        agent_status="completed",
+        settled_at=stamp,
+        description=large_description,
+        **counts,
+    )
+    for message_id, raw in {**LARGE_NOT_JSON, "large-blank": " " * LARGE}.items():
+        store.message(session, stamp, metadata=raw, message_id=message_id)
+    with ErrorSizes() as errors:
+        report = run_check(project, target.url, "pre_release")
+    assert unevaluated(report) == []
+    assert failed(report) == {"expect_message_metadata_to_be_json": "warning"}
+    finding = result(report, "expect_message_metadata_to_be_json")
+    assert finding.unexpected_count == len(NOT_JSON) + len(LARGE_NOT_JSON)
+    assert result(report, "expect_no_writer_shortfall_since_capture_since").observed_value == 0
+    return errors
+
+
+def test_large_metadata_is_decided_without_its_error_reaching_the_client(target, quick_project):
+    """AC-23b: text of more than 1 MiB that is not JSON is named like short text, a large
+    document that is JSON is read (its subagent recorded, no shortfall), and a large blank
+    text reads as {} unnamed, on both dialects. PostgreSQL decides the large texts on the
+    server: no error naming their token (the whole text) reaches the client."""
+    errors = _check_large_metadata(target, quick_project)
+    if target.dialect == "postgresql":
+        assert errors.sizes and max(errors.sizes) < 1_000
+
+
+def test_large_metadata_without_plpgsql_is_probed_with_the_same_verdict(pg_target, quick_project):
+    """A database without PL/pgSQL: the large texts are probed as the others are (their error
+    then reaches the client whole), and the verdict is the same (AC-23b)."""
+    with pg_target.engine.begin() as conn:
+        conn.exec_driver_sql("DROP EXTENSION plpgsql")
+    try:
+        errors = _check_large_metadata(pg_target, quick_project)
+        assert max(errors.sizes) > LARGE
+    finally:
+        with pg_target.engine.begin() as conn:
+            conn.exec_driver_sql("CREATE EXTENSION IF NOT EXISTS plpgsql")
 
 
 def test_the_common_path_reads_every_message_once_more_at_most(target, quick_project):

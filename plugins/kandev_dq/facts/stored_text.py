@@ -118,7 +118,8 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     # ONE pass over the messages: every condition below is counted in the same statement
     # (AC-23b metadata, AC-19 repeated names, CONTRACT §1 timestamp forms and range); only
     # messages whose text may repeat a name are walked afterwards, if there are any.
-    docs = _message_documents(ids, loose)
+    # PostgreSQL, before the unreadable ids are located: a large text fails the scan short.
+    docs = _message_documents(ids, loose, found.large_undecided)
     message_conditions = {
         f"may_repeat.{n}": Counted(when=test) for n, test in enumerate(_may_repeat(docs, loose))
     }
@@ -202,7 +203,7 @@ def stored_text_facts(conn: sa.Connection) -> StoredTextFacts:
     return facts
 
 
-def _message_documents(ids: tuple[str, ...] | None, loose: bool) -> sa.Subquery:
+def _message_documents(ids: tuple[str, ...] | None, loose: bool, undecided: bool) -> sa.Subquery:
     """Each message's metadata read once as text with every member kept (the unreadable
     ``ids`` as ``{}``), beside the columns the other conditions read. Never fenced: a fenced
     SQLite subquery hands each reference its own copy of the document (a 50 MB one cost
@@ -210,12 +211,14 @@ def _message_documents(ids: tuple[str, ...] | None, loose: bool) -> sa.Subquery:
     may repeat a name are read (bench/measured-choices.md)."""
     m = task_session_messages
     stored = stored_metadata(m)  # a BLOB's bytes as text on SQLite (AC-23b)
-    doc = metadata_doc(stored, id_column=m.c.id, excluded=ids or (), as_text=True)
+    doc = metadata_doc(
+        stored, id_column=m.c.id, excluded=ids or (), as_text=True, undecided_large=undecided
+    )
     columns = [m.c.id, m.c.task_session_id, *(m.c[n] for n in TIMESTAMP_COLUMNS[m.name])]
     # Which metadata the rule names (AC-23b): on SQLite what json_valid rejects and any
     # value not stored as text; on PostgreSQL, beside the located ``ids``, the documents
     # nested past the depth limit.
-    unreadable = named_metadata(m.c.metadata) if loose else _too_deep(ids or ())
+    unreadable = named_metadata(m.c.metadata) if loose else _too_deep(ids or (), undecided)
     columns.append(unreadable.label("unreadable"))
     if loose:
         columns.append(stored_not_as_text(m.c.metadata).label("not_text"))
@@ -291,9 +294,11 @@ def _unreadable_sample(
     }
 
 
-def _too_deep(ids: tuple[str, ...]) -> sa.ColumnElement:
+def _too_deep(ids: tuple[str, ...], undecided_large: bool = False) -> sa.ColumnElement:
     m = task_session_messages
-    return metadata_too_deep(m.c.metadata, id_column=m.c.id, excluded=ids)
+    return metadata_too_deep(
+        m.c.metadata, id_column=m.c.id, excluded=ids, undecided_large=undecided_large
+    )
 
 
 def _misread_rows(table: sa.Table, column_name: str) -> sa.Select:

@@ -11,7 +11,9 @@ run), a statement is simply run; only when it fails with PostgreSQL's JSON input
 the offending messages located (:func:`locate_unreadable_metadata`: bisection over id ranges,
 each probe in a SAVEPOINT of the same transaction, so in the same snapshot) and the statement
 run again with those ids read as ``{}`` (:func:`message_doc`). Both dialects then read the same
-rows the same way: as messages of no kind, skipped like any non-subagent message.
+rows the same way: as messages of no kind, skipped like any non-subagent message. PostgreSQL's
+error names the whole token it could not read, so a text over ``PG_PARSED_BYTES`` is never
+parsed by such a statement: it fails it short, and is decided on the server.
 
 **Metadata stored as something other than text** (AC-23b, SQLite only). SQLite keeps a BLOB
 (a Go ``[]byte`` bound as is), or an integer or a real where the column has no TEXT affinity.
@@ -23,6 +25,7 @@ the migration.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -36,7 +39,13 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.instants import parse_stored, utc_text
 from kandev_dq.contract.tables import task_session_messages as messages
-from kandev_dq.sql.dialect import metadata_doc, metadata_text, stored_not_as_text, utc_instant
+from kandev_dq.sql.dialect import (
+    PG_PARSED_BYTES,
+    metadata_doc,
+    metadata_text,
+    stored_not_as_text,
+    utc_instant,
+)
 from kandev_dq.sql.shown import StoredText, prepare, shown
 
 log = logging.getLogger("kandev_dq.sql.messages")
@@ -73,6 +82,14 @@ class Unreadable:
     """
 
     ids: tuple[str, ...] | None = None
+    #: True while :func:`tolerating_unreadable_metadata` runs a statement before the ids are
+    #: located: only then may a large text fail it short (``undecided_large``), since only
+    #: then is its failure located. A statement built elsewhere reads as before.
+    attempting: bool = False
+
+    @property
+    def large_undecided(self) -> bool:
+        return self.ids is None and self.attempting
 
 
 _UNREADABLE: ContextVar[Unreadable | None] = ContextVar("kandev_dq_unreadable", default=None)
@@ -109,7 +126,11 @@ def message_doc(table=messages, *, mentions: str | None = None) -> sa.ColumnElem
     found = _UNREADABLE.get()
     excluded = found.ids if found is not None and found.ids else ()
     return metadata_doc(
-        stored_metadata(table), id_column=table.c.id, excluded=excluded, mentions=mentions
+        stored_metadata(table),
+        id_column=table.c.id,
+        excluded=excluded,
+        mentions=mentions,
+        undecided_large=found is not None and found.large_undecided,
     )
 
 
@@ -168,18 +189,66 @@ def _savepoint(conn: sa.Connection, name: str) -> Iterator[None]:
     conn.exec_driver_sql(f"RELEASE SAVEPOINT {name}")
 
 
+#: PostgreSQL: the texts over PG_PARSED_BYTES the server cannot parse, decided on the server,
+#: so that its error (which names the whole token) never reaches the client. An anonymous
+#: block writes nothing (a read-only transaction and a standby run it); its answer is a
+#: setting local to the transaction, a JSON array of ids. Blank and ``null`` texts read as
+#: ``{}`` before any parse (:class:`metadata_doc`), so they are not unreadable here either.
+_PG_DECIDE_LARGE = f"""
+DO $kandev_dq$
+DECLARE
+    found text[] := '{{}}';
+    message record;
+BEGIN
+    FOR message IN
+        SELECT id, metadata FROM {messages.name}
+        WHERE octet_length(metadata) > {PG_PARSED_BYTES} ORDER BY id
+    LOOP
+        CONTINUE WHEN strpos(message.metadata, '{{') = 0
+            AND btrim(message.metadata) IN ('', 'null');
+        BEGIN
+            PERFORM message.metadata::jsonb;
+        EXCEPTION
+            WHEN invalid_text_representation OR untranslatable_character
+                OR numeric_value_out_of_range OR statement_too_complex THEN
+                found := found || message.id;
+        END;
+    END LOOP;
+    PERFORM set_config('kandev_dq.unreadable_large', array_to_json(found)::text, true);
+END
+$kandev_dq$"""
+
+
+def _unreadable_large_metadata(conn: sa.Connection) -> list[str] | None:
+    """PostgreSQL: ids of the messages whose metadata text, over PG_PARSED_BYTES, the server
+    cannot parse; None where the database has no PL/pgSQL (they are then probed as the
+    others are, and their error reaches the client whole)."""
+    try:
+        with _savepoint(conn, "kandev_dq_large"):
+            conn.exec_driver_sql(_PG_DECIDE_LARGE)
+    except sa.exc.DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "42704":  # undefined_object: no plpgsql
+            raise
+        return None
+    found = conn.exec_driver_sql("SELECT current_setting('kandev_dq.unreadable_large')")
+    return json.loads(found.scalar_one())
+
+
 def locate_unreadable_metadata(conn: sa.Connection) -> tuple[str, ...]:
     """Ids of messages whose metadata text this dialect cannot read as JSON, in id order.
 
-    SQLite: one statement (``json_valid``). PostgreSQL: one statement parses every document;
-    only when it fails is the id space halved, range by range, each probe in its own
-    SAVEPOINT of the caller's transaction (so every probe reads the caller's snapshot; no
+    SQLite: one statement (``json_valid``). PostgreSQL: the texts over PG_PARSED_BYTES are
+    decided on the server (:data:`_PG_DECIDE_LARGE`); then one statement parses every other
+    document; only when it fails is the id space halved, range by range, each probe in its
+    own SAVEPOINT of the caller's transaction (so every probe reads the caller's snapshot; no
     write, so a read-only transaction is enough). A range of a few rows is probed row by row.
     """
     m = messages
     if conn.dialect.name != "postgresql":
         stmt = sa.select(m.c.id).where(unreadable_sqlite(m.c.metadata)).order_by(m.c.id)
         return tuple(conn.scalars(stmt))
+    large = _unreadable_large_metadata(conn)
+    probed = sa.true() if large is None else sa.func.octet_length(m.c.metadata) <= PG_PARSED_BYTES
 
     def readable(where: sa.ColumnElement) -> bool:
         probe = sa.select(sa.func.count(metadata_doc(stored_metadata(m)))).where(where)
@@ -198,9 +267,9 @@ def locate_unreadable_metadata(conn: sa.Connection) -> tuple[str, ...]:
             parts.append(m.c.id >= low)
         if high is not None:
             parts.append(m.c.id < high)
-        return sa.and_(sa.true(), *parts)
+        return sa.and_(probed, *parts)
 
-    found: list[str] = []
+    found: list[str] = list(large or ())
     pending: list[tuple[str | None, str | None]] = [(None, None)]
     while pending:
         low, high = pending.pop()
@@ -215,7 +284,7 @@ def locate_unreadable_metadata(conn: sa.Connection) -> tuple[str, ...]:
             ).scalar()
         if middle is None or middle == low:  # a few rows (or ids that do not split): one by one
             ids = conn.scalars(sa.select(m.c.id).where(where).order_by(m.c.id).distinct())
-            found.extend(i for i in ids if not readable(m.c.id == i))
+            found.extend(i for i in ids if not readable(sa.and_(probed, m.c.id == i)))
             continue
         pending.append((middle, high))
         pending.append((low, middle))
@@ -237,15 +306,19 @@ def tolerating_unreadable_metadata(
         if conn.dialect.name != "postgresql" or found.ids is not None:
             return compute(conn)
         try:
+            found.attempting = True
             with _savepoint(conn, "kandev_dq_attempt"):
                 return compute(conn)
         except sa.exc.DBAPIError as exc:
             if not is_unreadable_json(exc):
                 raise
-            failure = exc
+        finally:
+            found.attempting = False
+        # Located outside the handler, so the probes' errors are not chained to this one.
+        # A statement failing on a large text alone finds none: it runs again, parsing it.
         found.ids = locate_unreadable_metadata(conn)
         if not found.ids:
-            raise failure
+            return compute(conn)
         log.info(
             "%d message(s) hold metadata that is not JSON; read as {} (AC-23b): %s",
             len(found.ids),

@@ -176,9 +176,9 @@ def store_ref(given: str | StoreRef | URL) -> StoreRef:
 def connection_url(given: str) -> str:
     """The SQLAlchemy URL, as text, of a store named in any form ``--store`` takes (a SQLite
     path, a libpq string, ``postgresql://``), refused in ``check``'s words when it cannot be one
-    (not a database URL; a SQLite path naming a folder or no file)."""
+    (not a database URL; a SQLite path or URL naming a folder or no file)."""
     ref = store_ref(given)
-    if ref.is_path:
+    if ref.file is not None:  # a path or a sqlite:// URL: GX's engine would create the file
         refuse_unusable_sqlite_file(ref.file)
     return ref.url.render_as_string(hide_password=False)
 

@@ -28,6 +28,7 @@ from kandev_dq.sql.dialect.instants import (
 )
 from kandev_dq.sql.dialect.json_documents import (
     JSON_MAX_DEPTH,
+    PG_PARSED_BYTES,
     json_filled_text,
     json_flag,
     json_number,
@@ -48,6 +49,7 @@ from kandev_dq.sql.dialect.upsert import insert_if_absent
 
 __all__ = [
     "JSON_MAX_DEPTH",
+    "PG_PARSED_BYTES",
     "InstantParam",
     "StoreTraits",
     "at_or_after",

@@ -92,6 +92,12 @@ class metadata_doc(FunctionElement):  # noqa: N801
     is not repeated per extracted field. ``as_text`` leaves the text uncast, every member as
     written, for :class:`repeated_member` (``jsonb`` keeps only the last of repeated names).
 
+    ``undecided_large`` (PostgreSQL, before the unreadable ids are located): a text of more
+    than :data:`PG_PARSED_BYTES` fails the statement with a short error of its own instead of
+    being parsed. PostgreSQL's error for text it cannot parse names the whole token, which the
+    client would receive and copy several times over (a 50 MB one cost 580 MB); such texts are
+    decided apart, on the server (:func:`kandev_dq.sql.messages.locate_unreadable_metadata`).
+
     ``mentions`` (a reader that keeps only documents holding that string value, such as the
     kind ``subagent_task``), PostgreSQL only: a text that holds neither it nor an escape
     (``\\u``, the only other way to spell its letters) reads as ``{}`` without being parsed
@@ -105,6 +111,7 @@ class metadata_doc(FunctionElement):  # noqa: N801
     _traverse_internals = FunctionElement._traverse_internals + [
         ("as_text", InternalTraversal.dp_plain_obj),
         ("mentions", InternalTraversal.dp_plain_obj),
+        ("undecided_large", InternalTraversal.dp_plain_obj),
     ]
 
     def __init__(
@@ -115,9 +122,11 @@ class metadata_doc(FunctionElement):  # noqa: N801
         excluded: Sequence[str] = (),
         as_text: bool = False,
         mentions: str | None = None,
+        undecided_large: bool = False,
     ):
         self.as_text = as_text
         self.mentions = mentions
+        self.undecided_large = undecided_large
         excluded = tuple(excluded)
         if excluded and id_column is None:
             raise ValueError("excluded ids need the id column they refer to")
@@ -133,6 +142,19 @@ class metadata_doc(FunctionElement):  # noqa: N801
 #: deeper and raises "stack depth limit exceeded" near 100,000. Deeper documents are unreadable
 #: on both dialects, so both read them as ``{}``.
 JSON_MAX_DEPTH = 1000
+#: PostgreSQL: a metadata text of more bytes than this is parsed by a statement only once it
+#: is known to be readable (see :class:`metadata_doc`'s ``undecided_large``).
+PG_PARSED_BYTES = 1 << 20
+
+
+def _pg_undecided_large(col: str) -> str:
+    # The cast depends on the row, so it is never folded at planning: it raises only where a
+    # large text is met, the input error (22P02) whose statement is then located, naming the
+    # token "~" alone. A CASE, as only it fixes the order of evaluation.
+    return (
+        f"(CASE WHEN octet_length({col}) > {PG_PARSED_BYTES} "
+        f"THEN ('~' || left({col}, 0))::jsonb IS NULL ELSE FALSE END)"
+    )
 
 
 def _pg_too_deep(col: str) -> str:
@@ -194,6 +216,8 @@ def _doc_postgresql(element, compiler, **kw):
     )
     if excluded:
         unreadable.append(excluded)
+    if element.undecided_large:
+        unreadable.append(_pg_undecided_large(col))
     unreadable.append(_pg_too_deep(col))
     text = _doc_text(col, unreadable)
     return text if element.as_text else f"{text}::jsonb"
@@ -216,6 +240,8 @@ def _too_deep_postgresql(element, compiler, **kw):
     clauses = list(element.clauses)
     col = compiler.process(clauses[0], **kw)
     skip = f"WHEN {compiler.process(clauses[1], **kw)} THEN FALSE " if len(clauses) > 1 else ""
+    if element.undecided_large:
+        skip += f"WHEN {_pg_undecided_large(col)} THEN FALSE "
     return f"(CASE WHEN {col} IS NULL THEN FALSE {skip}ELSE {_pg_too_deep(col)} END)"
 
 
