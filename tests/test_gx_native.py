@@ -22,7 +22,9 @@ import pytest
 from kandev_dq.lab import scenarios
 from kandev_dq.lab.scenarios.running import apply_between_runs, materialise, private_project
 from kandev_dq.project.files import CHECKPOINTS
+from kandev_dq.report.history import history
 from kandev_dq.run.check import run_check
+from kandev_dq.store.reference import store_ref
 from tests.gxhelpers import native_runs
 
 
@@ -151,6 +153,47 @@ def test_the_key_ledger_is_shared_whichever_path_runs_second(
     assert not second["success"] and write_once in failing(second["results"])
     report = run_check(two, gx_first, "nightly")
     assert not report.success and write_once in cli_failing(report)
+
+
+def test_a_gx_native_run_is_named_and_recorded_as_check_records_its_runs(
+    stores, built_project, tmp_path
+):
+    """A checkpoint run through GX's API is named ``<checkpoint>@<store tag>`` as ``kandev-dq
+    check`` names a run of it on that store (GX would name it ``__none__``), recorded in the
+    run register with the store's state and finished with its verdict, so ``history`` lists
+    it and the next ``check`` compares itself with it. The data docs show it by that name."""
+    store = stores.new()
+    materialise("duplicate_rows_for_one_key", store)
+    project = private_project(built_project, tmp_path / "project")
+    _with_docs_action(project / "checkpoints" / "nightly.json")
+    job = {"project": str(project), "url": gx_url(stores.dialect, store), "checkpoint": "nightly"}
+    [native] = native_runs([job], tmp_path)
+    assert native["success"] is False
+    site = project / "uncommitted" / "data_docs" / "local_site"
+    pages = [page.read_text() for page in (site / "validations").rglob("*.html")]
+    index, overview = ((site / page).read_text() for page in ("index.html", "overview.html"))
+
+    [run] = history(project, store).runs
+    assert run.checkpoint == "nightly" and run.success is False
+    assert run.state == "fully_activated"
+    assert run.suites == ["activation", "rows", "writer_health"]
+    assert run.failures["error"] >= 1
+    assert {(f.suite, f.expectation, f.severity) for f in run.failed} == {
+        (suite, expectation, "error" if severity == "critical" else severity)
+        for suite, expectation, severity in failing(native["results"])
+    }
+    with sqlite3.connect(project / "uncommitted" / "records.db") as db:
+        keys = [row[0] for row in db.execute("SELECT result_key FROM kandev_dq_validation_results")]
+    assert len(keys) == len(CHECKPOINTS["nightly"])
+    assert all(run.run_name in key and "__none__" not in key for key in keys)
+    assert len(pages) == len(keys) and all(run.run_name in page for page in pages)
+    shown = store_ref(store).shown  # the register's store, where the pages said none
+    assert shown in overview and shown in index and "a store not recorded" not in index
+
+    report = run_check(project, store, "nightly")
+    assert report.run_name == run.run_name  # one name for the checkpoint on this store
+    assert report.changes["previous_run"] == run.run_time
+    assert [r.run_name for r in history(project, store).runs] == [run.run_name] * 2
 
 
 def _add_expectation(project: Path, suite: str, expectation: dict) -> None:
@@ -288,10 +331,7 @@ def test_a_gx_native_run_reads_read_only_keeps_records_and_builds_the_docs(
     sqlite_target.engine.dispose()
     before = _digest(sqlite_target.url)
     project = private_project(built_project, tmp_path / "project")
-    checkpoint = project / "checkpoints" / "nightly.json"
-    config = json.loads(checkpoint.read_text())
-    config["actions"] = [{"name": "update_data_docs", "site_names": [], "type": "update_data_docs"}]
-    checkpoint.write_text(json.dumps(config, indent=2))
+    _with_docs_action(project / "checkpoints" / "nightly.json")
     [outcome] = native_runs([nightly(project, sqlite_target.url)], tmp_path)
     assert outcome["success"] is True
     assert _digest(sqlite_target.url) == before
@@ -300,6 +340,13 @@ def test_a_gx_native_run_reads_read_only_keeps_records_and_builds_the_docs(
     assert (site / "index.html").is_file() and (site / "overview.html").is_file()
     pages = list((site / "validations").rglob("*.html"))
     assert len(pages) == len(CHECKPOINTS["nightly"])
+
+
+def _with_docs_action(checkpoint: Path) -> None:
+    """The checkpoint's data docs action, which a private project's copy leaves out."""
+    config = json.loads(checkpoint.read_text())
+    config["actions"] = [{"name": "update_data_docs", "site_names": [], "type": "update_data_docs"}]
+    checkpoint.write_text(json.dumps(config, indent=2))
 
 
 def test_a_project_naming_code_of_its_own_does_not_load_on_gx_path_unless_opted_in(

@@ -361,18 +361,26 @@ def _hostile(i: int, field: str) -> str:
     return f"{MARK}{i}{field}{HOSTILE[i % len(HOSTILE)]}"
 
 
-class StatementLog:
-    """Every SQL statement text any engine of this process executes while active."""
+class _EngineEvents:
+    """Hears one event of every engine of this process while active (``_record``)."""
 
-    def __init__(self):
-        self.statements: list[str] = []
+    event: str
 
     def __enter__(self):
-        sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._record)
+        sa.event.listen(sa.engine.Engine, self.event, self._record)
         return self
 
     def __exit__(self, *exc):
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", self._record)
+        sa.event.remove(sa.engine.Engine, self.event, self._record)
+
+
+class StatementLog(_EngineEvents):
+    """Every SQL statement text any engine of this process executes while active."""
+
+    event = "before_cursor_execute"
+
+    def __init__(self):
+        self.statements: list[str] = []
 
     def _record(self, conn, cursor, statement, parameters, context, executemany):
         self.statements.append(statement)
@@ -537,18 +545,13 @@ def test_metadata_that_is_not_json_is_named_and_read_as_empty(target, quick_proj
     assert [row["id"] for row in facts["metadata"]["sample"]] == sorted(NOT_JSON)
 
 
-class ErrorSizes:
+class ErrorSizes(_EngineEvents):
     """The length of every DBAPI error text any engine of this process receives while active."""
+
+    event = "handle_error"
 
     def __init__(self):
         self.sizes: list[int] = []
-
-    def __enter__(self):
-        sa.event.listen(sa.engine.Engine, "handle_error", self._record)
-        return self
-
-    def __exit__(self, *exc):
-        sa.event.remove(sa.engine.Engine, "handle_error", self._record)
 
     def _record(self, context):
         self.sizes.append(len(str(context.original_exception)))

@@ -38,3 +38,7 @@ class Severity(StrEnum):
     def from_gx(cls, word: str | None) -> Severity:
         """kandev-dq's severity for GX's word (no word is GX's default, ``critical``)."""
         return cls.ERROR if word in (None, "", cls.ERROR.gx) else cls(word)
+
+
+#: kandev-dq's words, in listing order (errors first).
+SEVERITIES = tuple(severity.value for severity in Severity)

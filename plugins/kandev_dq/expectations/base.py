@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -53,6 +55,18 @@ from kandev_dq.verdicts.base import Family, Finding, Verdict, within_thresholds
 FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...]]] = {}
 
 
+#: The engine the last kandev-dq metric computed on this thread read the store through: on
+#: GX's own path, the store of the suite GX just validated (:mod:`kandev_dq.gx.native_runs`).
+_validating = threading.local()
+
+
+def validated_engine() -> Any:
+    """The SQLAlchemy engine of the store the last kandev-dq metric on this thread read (None
+    before any, or once that engine is gone)."""
+    found = getattr(_validating, "engine", None)
+    return found() if found is not None else None
+
+
 def register_metric(
     name: str,
     compute: Callable[..., Any],
@@ -75,6 +89,7 @@ def register_metric(
         runtime_configuration,
     ):
         params = {key: metric_value_kwargs[key] for key in value_keys}
+        _validating.engine = weakref.ref(execution_engine.engine)
         if needs is None:
             return compute(execution_engine, params)
         return compute(execution_engine, params, metrics)

@@ -71,6 +71,7 @@ from great_expectations.data_context.types.resource_identifiers import (
 
 from kandev_dq.contract.rule_index import RULE_INDEX
 from kandev_dq.contract.severity import Severity
+from kandev_dq.gx.native_runs import name_and_record
 from kandev_dq.project.deviations import RESULT_META_KEY, result_deviations
 from kandev_dq.project.vetting import URL_VARIABLE, vet_on_gx_path
 from kandev_dq.records.results import rule_result, suite_success
@@ -271,7 +272,9 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
         ``kandev-dq check`` passes. GX derives the checkpoint's success from these afterwards.
         A result of an expectation that is not kandev-dq's (GX's built-ins) keeps its counts
         only (:func:`counts_only`): GX lists the store's values whole and unescaped.
-        The run's project deviations go in its ``meta``: the data docs read them per run."""
+        The run's project deviations go in its ``meta``: the data docs read them per run.
+        A run GX named itself (through GX's API) is named and recorded as ``kandev-dq check``
+        records its runs (:mod:`kandev_dq.gx.native_runs`)."""
         suite_validation_result.success = suite_success(suite_validation_result)
         for result in suite_validation_result.results:
             if result.expectation_config.type not in RULE_TYPES:
@@ -284,6 +287,10 @@ class ValidationResultsStore(gx_results.ValidationResultsStore):
                     Path(self._root), meta.get("checkpoint_id"), suite_validation_result.suite_name
                 )
             ]
+            records = getattr(self.store_backend, "records", None)
+            if records is not None:
+                run_id = suite_validation_result.meta.get("run_id")
+                name_and_record(records, Path(self._root), suite_validation_result, run_id)
         return super().store_validation_results(suite_validation_result, *args, **kwargs)
 
     def tuple_to_key(self, tuple_):

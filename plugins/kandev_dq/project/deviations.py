@@ -114,6 +114,17 @@ def result_deviations(project: Path, checkpoint_id: str | None, suite: str) -> l
     return _suite_deviations(suite, files.suite_expectations(suite))
 
 
+def checkpoint_by_id(project: Path, checkpoint_id: str | None) -> tuple[str, list[str]] | None:
+    """The name and the suites of the project's checkpoint with the id GX gives a result
+    (None: no id, or no checkpoint of the project holds it)."""
+    if not checkpoint_id:
+        return None
+    files = _ProjectFiles(Path(project))
+    name = files.checkpoint_named_by_id(checkpoint_id)
+    suites = files.checkpoint_suites(name) if name is not None else None
+    return (name, suites) if name is not None and suites is not None else None
+
+
 def refuse_deviations(project: Path, checkpoint: str) -> None:
     """``--strict``: refuse a run whose project deviates from kandev-dq's rules, in one line
     naming each deviation by place and kind (before the store, the records database or GX is

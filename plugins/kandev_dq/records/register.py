@@ -28,6 +28,7 @@ import sqlalchemy as sa
 
 from kandev_dq.contract.states import state_of
 from kandev_dq.facts.activation import describe_key
+from kandev_dq.records.results import RuleResult, counted
 from kandev_dq.records.tables import now_text, runs
 from kandev_dq.store.target import redact
 
@@ -214,6 +215,29 @@ def record_run(
 def finish_run(records: Register, run_id, outcome: dict[str, Any]) -> None:
     """Add a finished run's verdict, counts, failed rules and duration to its record."""
     records.finish_run(run_id.run_name, run_key(run_id), outcome)
+
+
+def run_outcome(results: list[RuleResult], success: bool, duration_s: float) -> dict[str, Any]:
+    """What a finished run adds to its record (:func:`finish_run`): its verdict, its rules
+    counted by severity with the suites they ran in, its failed rules (a message cut to 2,000
+    characters), its duration. ``kandev-dq check`` and a run through GX's API alike."""
+    return {
+        "success": success,
+        "counts": counted(results) | {"suites": sorted({r.suite for r in results if r.suite})},
+        "failed_rules": [
+            {
+                "suite": r.suite,
+                "expectation": r.expectation,
+                "rules": r.rules,
+                "severity": r.severity,
+                "message": r.message[:2000],
+                "since": r.failing_since,
+            }
+            for r in results
+            if not r.success
+        ],
+        "duration_s": round(duration_s, 3),
+    }
 
 
 def load_register(records: Register | None, run_keys: list[str]) -> dict[str, dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from kandev_dq.contract.rule_index import severity_word
-from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.severity import SEVERITIES, Severity
 from kandev_dq.contract.thresholds import DETAILS_KEY, CountThresholds, severity_when_fired
 from kandev_dq.errors import exception_message
 from kandev_dq.records.tables import now_text, results, runs
@@ -189,6 +189,12 @@ class RuleResult:
     #: The count thresholds the rule's suite entry gives it (``warn_if >5, error_if >50``);
     #: None where any count fails it.
     thresholds: str | None = None
+
+
+def counted(results: list[RuleResult]) -> dict[str, int]:
+    """Failed rules by severity, and the rules that passed."""
+    failed = {s: sum(not r.success and r.severity == s for r in results) for s in SEVERITIES}
+    return failed | {"passed": sum(r.success for r in results)}
 
 
 def failing_severities(fail_on: str) -> tuple[str, ...]:

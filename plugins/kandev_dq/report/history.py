@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.severity import SEVERITIES, Severity
 from kandev_dq.contract.states import STATES
 from kandev_dq.project.settings import chosen_store
 from kandev_dq.records import Accept, Records, records_ref, refuse_the_store
@@ -25,7 +25,6 @@ from kandev_dq.records.identity import records_key
 from kandev_dq.records.results import RuleResult, rule_result
 from kandev_dq.store.reference import StoreRef
 
-SEVERITIES = tuple(severity.value for severity in Severity)
 STATE_EXPECTATION = "expect_activation_state_to_be_in_set"
 
 

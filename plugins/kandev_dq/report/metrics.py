@@ -25,7 +25,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from kandev_dq.contract.rule_index import SHARED_RULES
-from kandev_dq.contract.severity import Severity
+from kandev_dq.contract.severity import SEVERITIES
 from kandev_dq.contract.states import STATES
 from kandev_dq.text import one_line
 
@@ -44,7 +44,6 @@ LIVE_OVERLAP = "kandev_dq_live_overlap_seconds"
 RUN_INTERVAL = "kandev_dq_run_interval_seconds"
 
 RULE_LABELS = ("store", "checkpoint", "suite", "expectation", "ac", "severity")
-SEVERITIES = tuple(severity.value for severity in Severity)
 
 #: Each family: its labels and its help text.
 FAMILIES: dict[str, tuple[tuple[str, ...], str]] = {

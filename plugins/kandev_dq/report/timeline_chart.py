@@ -21,7 +21,8 @@ import json
 import threading
 from typing import Any
 
-from kandev_dq.report.history import SEVERITIES, Timeline
+from kandev_dq.contract.severity import SEVERITIES
+from kandev_dq.report.history import Timeline
 
 #: A verdict's colour: as the rest of the docs colour them (Bootstrap's success, danger,
 #: the darker warning the CSS uses, info).

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
-from kandev_dq.contract.severity import Severity
 from kandev_dq.contract.states import explain_state, state_of
 from kandev_dq.errors import ExitCode, KandevDqError
 from kandev_dq.expectations.base import window_text
@@ -36,8 +35,8 @@ from kandev_dq.records import (
 )
 from kandev_dq.records.changes import changes_since, previous_state, rule_key
 from kandev_dq.records.identity import records_key
-from kandev_dq.records.register import finish_run, record_run, run_key
-from kandev_dq.records.results import RuleResult, failing_severities, rule_result
+from kandev_dq.records.register import finish_run, record_run, run_key, run_outcome
+from kandev_dq.records.results import RuleResult, counted, failing_severities, rule_result
 from kandev_dq.run.versions import kandev_dq_version
 from kandev_dq.sql.dialect import server_version
 from kandev_dq.sql.keys import read_keys
@@ -49,8 +48,6 @@ from kandev_dq.store.snapshot import pinned
 from kandev_dq.text import command_options
 from kandev_dq.verdicts import VERDICTS
 from kandev_dq.verdicts.activation import BASELINE_DISCLOSURE
-
-SEVERITIES = tuple(severity.value for severity in Severity)
 
 
 @dataclass
@@ -135,8 +132,7 @@ class CheckReport:
     @property
     def counts(self) -> dict[str, int]:
         """Failed rules by severity, and the rules that passed."""
-        counts = {severity: len(self.failures(severity)) for severity in SEVERITIES}
-        return counts | {"passed": sum(r.success for r in self.results)}
+        return counted(self.results)
 
     def to_json(self) -> dict[str, Any]:
         report = asdict(self) | {"counts": self.counts}
@@ -311,24 +307,7 @@ def _run_with_records(
         finish_run(
             records,
             run_id,
-            {
-                "success": report.success,
-                "counts": report.counts
-                | {"suites": sorted({r.suite for r in report.results if r.suite})},
-                "failed_rules": [
-                    {
-                        "suite": r.suite,
-                        "expectation": r.expectation,
-                        "rules": r.rules,
-                        "severity": r.severity,
-                        "message": r.message[:2000],
-                        "since": r.failing_since,
-                    }
-                    for r in report.results
-                    if not r.success
-                ],
-                "duration_s": round(time.perf_counter() - started, 3),
-            },
+            run_outcome(report.results, report.success, time.perf_counter() - started),
         )
         return report
     finally:

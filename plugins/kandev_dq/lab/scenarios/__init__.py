@@ -41,6 +41,7 @@ from kandev_dq.lab.scenarios import writer_faults  # noqa: F401
 from kandev_dq.lab.scenarios import json_faults  # noqa: F401
 
 # isort: on
+from kandev_dq.contract.severity import SEVERITIES
 from kandev_dq.lab.scenarios.baseline import CAPTURE_SINCE, read_keys
 from kandev_dq.lab.scenarios.matrix import (
     MATRIX_COMMAND,
@@ -53,7 +54,6 @@ from kandev_dq.lab.scenarios.matrix import (
 from kandev_dq.lab.scenarios.registry import (
     NON_UTC_ZONE,
     SCENARIOS,
-    SEVERITIES,
     Scenario,
     get,
     non_utc_session,

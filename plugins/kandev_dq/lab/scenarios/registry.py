@@ -8,11 +8,9 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from kandev_dq.contract.severity import Severity
 from kandev_dq.errors import KandevDqError, did_you_mean
 from kandev_dq.store.reference import with_pg_option
 
-SEVERITIES = tuple(severity.value for severity in Severity)
 NON_UTC_ZONE = "America/New_York"
 
 

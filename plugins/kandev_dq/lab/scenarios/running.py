@@ -14,8 +14,9 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
+from kandev_dq.contract.severity import SEVERITIES
 from kandev_dq.errors import KandevDqError
-from kandev_dq.lab.scenarios.registry import SEVERITIES, Scenario, get, with_pg_options
+from kandev_dq.lab.scenarios.registry import Scenario, get, with_pg_options
 from kandev_dq.project.files import copy_project
 
 CHECKPOINT = "pre_release"
