@@ -603,6 +603,23 @@ def test_large_metadata_is_decided_without_its_error_reaching_the_client(target,
         assert errors.sizes and max(errors.sizes) < 1_000
 
 
+def test_a_listing_never_carries_the_guard_of_large_metadata():
+    """The short failure on a large text belongs to the statements a run executes before it
+    located the unreadable ones; a failed rule's listing, run as pasted, reads every text."""
+    from sqlalchemy.dialects import postgresql
+
+    from kandev_dq.contract.tables import task_session_messages as m
+    from kandev_dq.sql.dialect import metadata_doc, metadata_too_deep
+
+    for construct in (metadata_doc, metadata_too_deep):
+        guarded = sa.select(construct(m.c.metadata, undecided_large=True))
+        executed = str(guarded.compile(dialect=postgresql.dialect()))
+        listed = guarded.compile(
+            dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
+        )
+        assert "'~'" in executed and "'~'" not in str(listed)
+
+
 def test_large_metadata_without_plpgsql_is_probed_with_the_same_verdict(pg_target, quick_project):
     """A database without PL/pgSQL: the large texts are probed as the others are (their error
     then reaches the client whole), and the verdict is the same (AC-23b)."""

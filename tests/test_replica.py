@@ -20,6 +20,7 @@ from kandev_dq.run.check import run_check, window_lines
 from tests.gxhelpers import failed, result
 from tests.replica import streaming_pair
 from tests.test_check_cli import kandev_dq
+from tests.test_reliability import ErrorSizes
 
 SHORTFALL = "expect_no_writer_shortfall_since_capture_since"
 
@@ -45,6 +46,26 @@ def test_a_check_on_a_standby_gives_the_primary_verdict(replica, project, tmp_pa
     assert on_standby.success == on_primary.success
     assert on_primary.replica is None
     assert on_standby.replica is not None and on_standby.replica["lag_seconds"] is not None
+
+
+def test_large_metadata_that_is_not_json_is_decided_on_a_standby(replica, project, tmp_path):
+    """AC-23b on a hot standby: metadata over 1 MiB that is not JSON is decided on the server
+    (an anonymous PL/pgSQL block answering through a transaction-local setting, which a
+    standby runs: it writes nothing) and named as on the primary."""
+    primary, standby = replica.schema()
+    materialise("healthy_baseline", primary)
+    engine = sa.create_engine(primary.replace("postgresql://", "postgresql+psycopg://"))
+    store = StoreBuilder(engine)
+    session = store.session()
+    store.message(session, "2026-08-01 00:00:05+00:00", metadata="v" * (2 << 20))
+    engine.dispose()
+    replica.caught_up()
+    on_primary = run_check(project, primary, "pre_release", records=str(tmp_path / "p.db"))
+    with ErrorSizes() as errors:
+        on_standby = run_check(project, standby, "pre_release", records=str(tmp_path / "s.db"))
+    assert _verdict(on_standby) == _verdict(on_primary)
+    assert result(on_standby, "expect_message_metadata_to_be_json").unexpected_count == 1
+    assert errors.sizes and max(errors.sizes) < 1_000  # the text's token never reached us
 
 
 def _rfc(moment: datetime) -> str:

@@ -147,6 +147,12 @@ JSON_MAX_DEPTH = 1000
 PG_PARSED_BYTES = 1 << 20
 
 
+def _guards_large(element, kw) -> bool:
+    # Never in a listing (compiled with literal binds): it runs as pasted, where no failure is
+    # located, and reads every text as the run finally read it.
+    return element.undecided_large and not kw.get("literal_binds", False)
+
+
 def _pg_undecided_large(col: str) -> str:
     # The cast depends on the row, so it is never folded at planning: it raises only where a
     # large text is met, the input error (22P02) whose statement is then located, naming the
@@ -216,7 +222,7 @@ def _doc_postgresql(element, compiler, **kw):
     )
     if excluded:
         unreadable.append(excluded)
-    if element.undecided_large:
+    if _guards_large(element, kw):
         unreadable.append(_pg_undecided_large(col))
     unreadable.append(_pg_too_deep(col))
     text = _doc_text(col, unreadable)
@@ -240,7 +246,7 @@ def _too_deep_postgresql(element, compiler, **kw):
     clauses = list(element.clauses)
     col = compiler.process(clauses[0], **kw)
     skip = f"WHEN {compiler.process(clauses[1], **kw)} THEN FALSE " if len(clauses) > 1 else ""
-    if element.undecided_large:
+    if _guards_large(element, kw):
         skip += f"WHEN {_pg_undecided_large(col)} THEN FALSE "
     return f"(CASE WHEN {col} IS NULL THEN FALSE {skip}ELSE {_pg_too_deep(col)} END)"
 
