@@ -369,3 +369,19 @@ def test_the_store_url_provider_ranks_below_the_runtime_environment(project, tmp
         mode="file", context_root_dir=project, runtime_environment={URL_VARIABLE: "sqlite://"}
     )
     assert given.config_provider.substitute_config(asked) == "sqlite://"
+
+
+def test_a_suite_is_credited_only_with_the_store_its_own_rules_read():
+    """The store a GX-native run is named for is the one kandev-dq's metrics read for the
+    suite just validated: taken once, so a later suite without kandev-dq's rules (or another
+    run on the thread) is never credited with an earlier suite's store."""
+    import weakref
+
+    import sqlalchemy as sa
+
+    from kandev_dq.expectations import base
+
+    engine = sa.create_engine("sqlite://")
+    base._validating.engine = weakref.ref(engine)  # as a kandev-dq metric leaves it
+    assert base.take_validated_engine() is engine
+    assert base.take_validated_engine() is None

@@ -60,10 +60,12 @@ FACTS_FAMILIES: dict[str, tuple[Callable[..., Mapping[str, Any]], tuple[str, ...
 _validating = threading.local()
 
 
-def validated_engine() -> Any:
-    """The SQLAlchemy engine of the store the last kandev-dq metric on this thread read (None
-    before any, or once that engine is gone)."""
+def take_validated_engine() -> Any:
+    """The SQLAlchemy engine of the store the kandev-dq metrics on this thread read since the
+    last call (None: none did, or that engine is gone), forgotten once taken: a suite without
+    kandev-dq's rules is never credited with the store an earlier suite read."""
     found = getattr(_validating, "engine", None)
+    _validating.engine = None
     return found() if found is not None else None
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kandev_dq.expectations.base import validated_engine
+from kandev_dq.expectations.base import take_validated_engine
 from kandev_dq.project.deviations import checkpoint_by_id
 from kandev_dq.records import Records
 from kandev_dq.records.identity import validated_store, validated_store_key
@@ -54,11 +54,12 @@ def name_and_record(records: Records, project: Path, suite_result, run_id) -> No
     finish its record (its last). A run ``kandev-dq check`` or the user named is left alone;
     so is one kandev-dq cannot place (a suite validated outside a checkpoint, or holding none
     of kandev-dq's rules, whose store no kandev-dq metric read)."""
+    engine = take_validated_engine()  # this suite's store, taken whichever run it is
     run = _open.get((run_id.run_name, run_key(run_id))) if run_id.run_name else None
     if run is None:
         if run_id.run_name is not None:
             return
-        run = _start(records, project, suite_result, run_id)
+        run = _start(records, project, suite_result, run_id, engine)
         if run is None:
             return
     run.results += [rule_result(r, suite=suite_result.suite_name) for r in suite_result.results]
@@ -70,8 +71,7 @@ def name_and_record(records: Records, project: Path, suite_result, run_id) -> No
         finish_run(records, run_id, run_outcome(run.results, run.success, duration))
 
 
-def _start(records: Records, project: Path, suite_result, run_id) -> _Open | None:
-    engine = validated_engine()
+def _start(records: Records, project: Path, suite_result, run_id, engine) -> _Open | None:
     checkpoint = checkpoint_by_id(project, (suite_result.meta or {}).get("checkpoint_id"))
     if engine is None or checkpoint is None:
         return None
