@@ -93,10 +93,13 @@ NIGHTLY_SUITES = ["activation", "rows", "writer_health"]
 LIVE_SUITES = ["live_activation", "live_rows", "live_writer_health"]
 
 
-def _finished(records, checkpoint: str, at: str, suites: list[str], failed) -> None:
+def _finished(records, checkpoint: str, at: str, suites: list[str], failed, selection=None) -> None:
     """A finished run of ``checkpoint`` on the store ``s1`` at ``at`` (RFC 3339 and run key
-    alike: they sort the same), its failed rules ``(suite, expectation, since)``."""
-    run = {"run_name": f"{checkpoint}@s1", "run_key": at, "run_time": at}
+    alike: they sort the same), its failed rules ``(suite, expectation, since)``; a partial
+    run's ``selection``."""
+    part = f".partial-{abs(hash(json.dumps(selection)))}" if selection else ""
+    run = {"run_name": f"{checkpoint}{part}@s1", "run_key": at, "run_time": at}
+    run["selection"] = json.dumps(selection) if selection else None
     records.register_run(
         run | {"checkpoint": checkpoint, "store_identity": "s1", "store": "s1", "dialect": "x"}
     )
@@ -142,6 +145,31 @@ def test_a_rule_live_runs_is_compared_with_the_last_run_on_the_store_that_judged
         changes = changes_since(previous, live, later)
         assert changes.new == [] and changes.since == {f"live_writer_health/{SHORTFALL}": T3}
         assert previous_state(records, "live@s2", "s2", LIVE_SUITES, before=later) is None
+
+
+def test_a_partial_run_settles_only_the_rules_it_ran(tmp_path):
+    """nightly at T1 fails the shortfall; a partial run at T2 of another writer-health rule
+    judged the suite but not the shortfall: nightly at T3 still compares the shortfall with T1
+    (failing since T1, not new). A partial run of the activation suite alone, after a failing
+    run, recovers nothing it did not run: no channel hears of a recovery."""
+    from kandev_dq.records import Records
+    from kandev_dq.records.changes import previous_state
+
+    other = "expect_writer_to_have_written_since_capture_since"
+    with Records(str(tmp_path / "records.db")) as records:
+        _finished(records, "nightly", T1, NIGHTLY_SUITES, [("writer_health", SHORTFALL, T1)])
+        chosen = {"suites": [], "rules": [other]}
+        _finished(records, "nightly", T2, ["writer_health"], [], selection=chosen)
+        previous = previous_state(records, "nightly@s1", "s1", NIGHTLY_SUITES, before=T3)
+        now = [RuleResult(SHORTFALL, [], "error", False, None, None, "", suite="writer_health")]
+        changes = changes_since(previous, now, T3)
+        assert changes.new == [] and changes.since == {f"writer_health/{SHORTFALL}": T1}
+    activation = [RuleResult("expect_activation_keys_to_be_paired", [], "error", True, None,
+                             None, "", suite="activation")]  # fmt: skip
+    failing_before = {"run_time": T1, "failed_rules": [
+        {"suite": "writer_health", "expectation": SHORTFALL, "severity": "error"}]}  # fmt: skip
+    changes = changes_since(failing_before, activation, T2)
+    assert changes.before == {} and notifies(changes, ["error"]) is None
 
 
 def _repair(target) -> None:

@@ -28,6 +28,7 @@ CHECK_JSON_KEYS = {
     *("pruned", "replica"),  # the standby's replay: None on a primary and on SQLite
     "project_deviations",  # where the project differs from kandev-dq's rules: [] for init's
     "explain_options",  # the store, project and records a failed rule's explain command names
+    "selection",  # a partial run's suites and rules (check --suite/--rule): None for a whole run
 }
 
 

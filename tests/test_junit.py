@@ -17,6 +17,7 @@ def _rule(suite, expectation, severity, success, message, rules=("AC-24",)):
 
 REPORT = SimpleNamespace(
     checkpoint="pre_release",
+    scope="pre_release",  # a whole run's: its checkpoint
     store="sqlite:/srv/kandev.db",
     run_time="2026-11-30T19:00:00Z",
     duration_s=1.25,

@@ -52,6 +52,8 @@ def check(
     keep_days: int | None = None,
     strict: bool = False,
     store_name: str | None = None,
+    suites: list[str] | None = None,
+    rules: list[str] | None = None,
 ) -> CheckReport:
     """Run ``checkpoint`` of ``project`` against ``store``; the report ``--format json`` prints.
 
@@ -67,6 +69,9 @@ def check(
     kandev-dq's rules; ``strict`` refuses such a project (KandevDqError) before the store is
     opened. ``store_name`` (default: ``$KANDEV_DQ_STORE_NAME``) names the store in the records
     database instead of its identity, which copies of one store share (``--store-name``).
+    ``suites`` and ``rules`` (``--suite``, ``--rule``) run only those suites of the checkpoint
+    and those rules of them: a partial run, named and recorded as one
+    (:mod:`kandev_dq.project.selection`; ``report.selection``).
     """
     from kandev_dq.project.files import reads_live
     from kandev_dq.project.settings import run_settings
@@ -85,6 +90,8 @@ def check(
         own_run_only=True,
         strict=strict,
         store_name=store_name,
+        suites=suites,
+        rules=rules,
     )
     folder = vetted.folder
     with loading_gx():
@@ -98,6 +105,7 @@ def check(
         allow_project_code=allow_project_code,
         records=vetted.records,
         keep_days=keep_days,
+        selection=vetted.selection,
     )
     if report.pruned is not None and report.pruned.result_keys:
         from kandev_dq.report.site import remove_result_pages

@@ -47,6 +47,15 @@ def one_line(text: object) -> str:
     return printable(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
+_NOT_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_name_slug(text: str) -> str:
+    """``text`` as a run name part GX writes into result paths: runs of anything but letters,
+    digits, ``.``, ``_`` and ``-`` as one ``-``."""
+    return _NOT_IN_FILE_NAMES.sub("-", text).strip("-")
+
+
 def command_options(options: Iterable[tuple[str, str | None]]) -> str:
     """The options of a command a report tells its reader to run, each value single-quoted for
     a POSIX shell (a quote inside closed and reopened), an option without a value left out."""

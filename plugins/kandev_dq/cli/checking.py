@@ -36,6 +36,7 @@ from kandev_dq.cli.options import (
     checked_inputs,
     complete_checkpoints,
     complete_rules,
+    complete_suites,
     vetted_project,
 )
 from kandev_dq.cli.output import errors_as, print_report, progress, say, used
@@ -83,6 +84,26 @@ def check(
     ] = None,
     strict: StrictOption = False,
     store_name: StoreNameOption = None,
+    suite: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--suite",
+            help="Run only this suite of the checkpoint; repeat for several. A partial run: "
+            "named and recorded as one, compared with the last run of the same part.",
+            autocompletion=complete_suites,
+            show_default=False,
+        ),
+    ] = None,
+    rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            help="Run only this rule (an expectation) of the checkpoint's suites; repeat for "
+            "several. A live suite runs whole.",
+            autocompletion=complete_rules,
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a checkpoint against a store (read-only) and report failed and warned rules."""
     document = errors_as(ctx, output_format)
@@ -103,6 +124,8 @@ def check(
         keep_days=keep_days,
         strict=strict,
         store_name=store_name,
+        suites=suite,
+        rules=rule,
     )
     from kandev_dq.run.check import verdict_line
     from kandev_dq.run.inputs import project_folder

@@ -172,6 +172,20 @@ def complete_checkpoints(ctx: typer.Context, incomplete: str) -> list[str]:
     return _offered(checkpoint_names(folder), incomplete)
 
 
+def complete_suites(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The suites of the checkpoint the command line names so far (``--checkpoint``, else
+    ``nightly``) in the project it names; none outside a project."""
+    from kandev_dq.project.deviations import ProjectFiles
+    from kandev_dq.run.inputs import project_folder
+
+    try:
+        folder = project_folder(ctx.params.get("project"))
+    except KandevDqError:
+        return []
+    suites = ProjectFiles(folder).checkpoint_suites(ctx.params.get("checkpoint") or "nightly")
+    return _offered(dict.fromkeys(suites or ()), incomplete)
+
+
 def complete_rules(incomplete: str) -> list[tuple[str, str]]:
     """kandev-dq's rules (the rule index), each with its AC ids as its help."""
     from kandev_dq.contract.rule_index import RULE_INDEX

@@ -38,8 +38,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
+from kandev_dq.errors import KandevDqError
 from kandev_dq.gx import adapter as gx_adapter
 from kandev_dq.gx import notifications
+from kandev_dq.project.selection import Selection
 from kandev_dq.records.changes import ON_CHANGE, Changes, notifies
 from kandev_dq.records.register import run_name
 from kandev_dq.records.results import failed_by_severity
@@ -60,11 +62,15 @@ class Progress(Protocol):
 # --- running a checkpoint ----------------------------------------------------------------------
 
 
-def new_run_id(checkpoint: str, identity: str):
-    """The GX run identifier of a run starting now, named for the store it validates."""
+def new_run_id(checkpoint: str, identity: str, selection: Selection | None = None):
+    """The GX run identifier of a run starting now, named for the store it validates (and the
+    part of the checkpoint it runs)."""
     from great_expectations.core.run_identifier import RunIdentifier
 
-    return RunIdentifier(run_name=run_name(checkpoint, identity), run_time=dt.datetime.now(dt.UTC))
+    part = selection.name if selection is not None else None
+    return RunIdentifier(
+        run_name=run_name(checkpoint, identity, part), run_time=dt.datetime.now(dt.UTC)
+    )
 
 
 DOCS_ACTION = "update_data_docs"
@@ -78,24 +84,83 @@ def run_checkpoint(
     suite_seconds: dict[str, float] | None = None,
     *,
     pages: bool = True,
+    selection: Selection | None = None,
 ):
     """Run ``checkpoint`` as GX does; report its progress, and each suite's duration into
     ``suite_seconds`` (from the previous suite's result stored, or the run's start, to its own:
     GX times only the whole checkpoint). Without ``pages``, its data docs actions build
     nothing (GX refuses a checkpoint changed in memory), for :func:`build_pages` to build them
-    later, or never."""
+    later, or never. With ``selection``, only its suites and rules run (:func:`_run_part`)."""
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    gx_checkpoint = context.checkpoints.get(checkpoint)
+    from kandev_dq.gx import suites_store
+
     # In memory only (never saved): no tqdm bars, whatever the project's yml says.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    with (
-        _reporting(context, gx_checkpoint, progress, suite_seconds),
-        gx_adapter.building_pages("results" if pages else "none"),
-    ):
-        result = gx_checkpoint.run(run_id=run_id)
+    with suites_store.choosing_rules(selection.rules if selection is not None else ()):
+        gx_checkpoint = context.checkpoints.get(checkpoint)
+        definitions = _definitions(gx_checkpoint, selection)
+        with (
+            _reporting(context, gx_checkpoint.name, definitions, progress, suite_seconds),
+            gx_adapter.building_pages("results" if pages else "none"),
+        ):
+            if selection is None:
+                result = gx_checkpoint.run(run_id=run_id)
+            else:
+                result = _run_part(context, gx_checkpoint, definitions, run_id)
     if pages:
         _build_run_wide_pages(context, gx_checkpoint)
+    return result
+
+
+def _definitions(gx_checkpoint, selection: Selection | None) -> list:
+    """The validation definitions the run validates: the checkpoint's, or those of the
+    selection's suites, each holding its chosen rules (loaded through kandev-dq's
+    expectations store, :func:`~kandev_dq.gx.suites_store.choosing_rules`)."""
+    definitions = list(gx_checkpoint.validation_definitions)
+    if selection is None:
+        return definitions
+    chosen = []
+    for definition in definitions:
+        types = [e.expectation_type for e in definition.suite.expectations]
+        if selection.rules and any(t not in selection.rules for t in types):
+            raise KandevDqError(  # a project whose yml names GX's own expectations store
+                "--rule needs kandev-dq's expectations store (kandev_dq.gx.suites_store), "
+                "which this project's great_expectations.yml does not name"
+            )
+        if selection.takes_suite(definition.suite.name, types):
+            chosen.append(definition)
+    return chosen
+
+
+def _run_part(context, gx_checkpoint, definitions: list, run_id):
+    """A partial run: each chosen validation definition run as the checkpoint runs it (its
+    result stored under the run's id, the checkpoint's id in its meta), then the checkpoint's
+    actions, data docs first, on the result, as :meth:`Checkpoint.run` would. (GX refuses to run a
+    checkpoint changed in memory, and a saved one would change the project.)"""
+    from great_expectations.checkpoint.checkpoint import CheckpointResult
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    run_results = {}
+    for definition in definitions:
+        validated = definition.run(
+            checkpoint_id=gx_checkpoint.id, result_format=gx_checkpoint.result_format, run_id=run_id
+        )
+        key = ValidationResultIdentifier(
+            expectation_suite_identifier=ExpectationSuiteIdentifier(name=definition.suite.name),
+            run_id=run_id,
+            batch_identifier=validated.batch_id,
+        )
+        run_results[key] = validated
+    result = CheckpointResult(
+        run_id=run_id, run_results=run_results, checkpoint_config=gx_checkpoint
+    )
+    docs_first = sorted(gx_checkpoint.actions, key=lambda a: getattr(a, "type", "") != DOCS_ACTION)
+    for action in docs_first:
+        gx_adapter.run_action(action, context, result)
     return result
 
 
@@ -144,7 +209,11 @@ def _build_run_wide_pages(context, gx_checkpoint) -> None:
 
 @contextmanager
 def _reporting(
-    context, gx_checkpoint, progress: Progress | None, suite_seconds: dict[str, float] | None
+    context,
+    checkpoint: str,
+    definitions: list,
+    progress: Progress | None,
+    suite_seconds: dict[str, float] | None,
 ) -> Iterator[None]:
     """Report each suite as GX stores its result (GX runs them in checkpoint order)."""
     if progress is None and suite_seconds is None:
@@ -166,11 +235,9 @@ def _reporting(
         except Exception:  # noqa: BLE001 - a display problem never breaks a run
             logger.debug("progress report failed", exc_info=True)
 
-    suites = [
-        (v.suite.name, len(v.suite.expectations)) for v in gx_checkpoint.validation_definitions
-    ]
+    suites = [(v.suite.name, len(v.suite.expectations)) for v in definitions]
     if progress is not None:
-        progress.started(gx_checkpoint.name, suites)
+        progress.started(checkpoint, suites)
     try:
         with gx_adapter.on_each_result(context, report):
             yield

@@ -16,6 +16,10 @@ the checkpoint then passes on whatever is left, even nothing. Every suite this s
 load every expectation its JSON declares; one that does not stops the run with an error naming
 the suite and the types (a checkpoint that returns success has run every expectation).
 
+A partial run (``check --suite``/``--rule``) has this store load each suite with the chosen
+rules only (:func:`choosing_rules`), in memory: GX's own freshness test reads the suite
+through the store too, so GX runs the part unchanged, and nothing is written.
+
 A project is data (docs/reliability.md, 3a), on GX's path too: when GX builds this store, the
 project is vetted as ``kandev-dq check`` vets it (:func:`kandev_dq.project.vetting.vet_on_gx_path`,
 as every kandev-dq class GX builds from a yml does) and one naming anything off the allowlist
@@ -29,6 +33,10 @@ walked twice.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from great_expectations.data_context.store import expectations_store as gx_expectations_store
 
 import kandev_dq.expectations  # noqa: F401 - registers kandev-dq's expectation types with GX
@@ -37,6 +45,23 @@ import kandev_dq.gx.write_once  # noqa: F401 - registers the write-once ledger m
 from kandev_dq.gx.adapter import store_url_from_environment
 from kandev_dq.project.files import refuse_incomplete_suite
 from kandev_dq.project.vetting import loaded_by_kandev_dq, vet_on_gx_path
+
+#: The rules a partial run validates (``check --rule``); None: every rule of a suite.
+_CHOSEN_RULES: ContextVar[frozenset[str] | None] = ContextVar(
+    "kandev_dq_chosen_rules", default=None
+)
+
+
+@contextmanager
+def choosing_rules(rules: tuple[str, ...]) -> Iterator[None]:
+    """Have every suite this store loads in this block hold ``rules`` only (none given: every
+    rule). In memory only: a suite is read, never written, in a check; GX's freshness test
+    reads the suite through the same store, so the part it loads is the part it runs."""
+    token = _CHOSEN_RULES.set(frozenset(rules) if rules else None)
+    try:
+        yield
+    finally:
+        _CHOSEN_RULES.reset(token)
 
 
 class ExpectationsStore(gx_expectations_store.ExpectationsStore):
@@ -64,6 +89,13 @@ class ExpectationsStore(gx_expectations_store.ExpectationsStore):
         )
 
     def deserialize_suite_dict(self, suite_dict: dict):
+        chosen = _CHOSEN_RULES.get()
+        if chosen is not None:
+            # Each held as GX reads it (a dict, or GX's configuration, which reads like one).
+            expectations = [
+                e for e in suite_dict.get("expectations") or [] if e.get("type") in chosen
+            ]
+            suite_dict = {**suite_dict, "expectations": expectations}
         declared = [str(e.get("type")) for e in suite_dict.get("expectations") or []]
         suite = super().deserialize_suite_dict(suite_dict)
         refuse_incomplete_suite(

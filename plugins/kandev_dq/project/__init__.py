@@ -8,6 +8,7 @@ project's deviations from the rule index.
 * :mod:`.plan`: the suites and checkpoints ``init`` writes, as data.
 * :mod:`.files`: finding a project, refusing its code, writing it (``init``).
 * :mod:`.deviations`: how a project's suites differ from the plan.
+* :mod:`.selection`: the part of a checkpoint ``check --suite``/``--rule`` runs.
 
 May import ``errors``, ``text``, ``contract`` and ``store`` (the store reference); never GX, nor
 the records database or anything above it.

@@ -80,7 +80,7 @@ def project_deviations(project: Path, checkpoint: str) -> list[Deviation]:
     """What differs between ``checkpoint`` of ``project`` (which suites it runs, and what each
     holds) and kandev-dq's. A checkpoint kept elsewhere than as a file (a project's own store,
     under ``--allow-project-code``) is compared by its suites as kandev-dq's runs them."""
-    files = _ProjectFiles(Path(project))
+    files = ProjectFiles(Path(project))
     planned = CHECKPOINTS.get(checkpoint, ())
     runs = files.checkpoint_suites(checkpoint)
     found: list[Deviation] = []
@@ -107,7 +107,7 @@ def project_deviations(project: Path, checkpoint: str) -> list[Deviation]:
 def result_deviations(project: Path, checkpoint_id: str | None, suite: str) -> list[Deviation]:
     """The deviations of the run a stored result belongs to: its checkpoint's (found by the id
     GX gives the result), else, for a suite validated on its own, that suite's."""
-    files = _ProjectFiles(Path(project))
+    files = ProjectFiles(Path(project))
     checkpoint = files.checkpoint_named_by_id(checkpoint_id) if checkpoint_id else None
     if checkpoint is not None:
         return project_deviations(project, checkpoint)
@@ -119,7 +119,7 @@ def checkpoint_by_id(project: Path, checkpoint_id: str | None) -> tuple[str, lis
     (None: no id, or no checkpoint of the project holds it)."""
     if not checkpoint_id:
         return None
-    files = _ProjectFiles(Path(project))
+    files = ProjectFiles(Path(project))
     name = files.checkpoint_named_by_id(checkpoint_id)
     suites = files.checkpoint_suites(name) if name is not None else None
     return (name, suites) if name is not None and suites is not None else None
@@ -252,7 +252,7 @@ class ProjectEntry:
 def project_entry(project: Path, expectation: str) -> ProjectEntry | None:
     """The first of kandev-dq's suites in ``project`` that runs ``expectation``, as it runs it
     there; None when the project's suites do not run it."""
-    files = _ProjectFiles(project)
+    files = ProjectFiles(project)
     for suite in SUITE_NAMES:
         for entry in files.suite_expectations(suite) or []:
             if entry.get("type") == expectation:
@@ -286,7 +286,7 @@ def _shown(value: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
-class _ProjectFiles:
+class ProjectFiles:
     """A project's checkpoints, validation definitions and suites as JSON, each found by its
     file's name as GX's filesystem stores find them (never by a path a project file gives)."""
 

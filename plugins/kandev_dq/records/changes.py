@@ -18,7 +18,7 @@ gone resolves it, once (the next live run has nothing left to resolve).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,34 +51,38 @@ def previous_state(
 ) -> dict[str, Any] | None:
     """What a run of ``suites`` (run name ``run_name``, run key ``before``) on the store
     ``identity`` is compared with, as a register entry (its run time, its failed rules each
-    with its ``since``): the last finished run of the same checkpoint on the store, except for
-    the rules a live suite runs, each as the last finished run on the store that judged it
-    left it (whatever its checkpoint). None: nothing was judged before."""
+    with its ``since``): the last finished run of the same checkpoint on the store (of the same
+    part, for a partial run), except for the rules a live suite runs, each as the last finished
+    run on the store that judged it left it (whatever its checkpoint; a partial run judged the
+    rules it ran). None: nothing was judged before."""
     shared = {SHARED_SUITES[suite] for suite in suites if suite in SHARED_SUITES}
     failed: dict[str, dict[str, Any]] = {}
     times: list[str] = []
 
-    def take(run: dict[str, Any], suites_settled: set[str], settled: bool) -> None:
-        """The failed rules of ``run`` that it settles for this run: those shared with a live
-        suite of ``suites_settled`` (``settled``), or every other (not ``settled``)."""
+    def take(run: dict[str, Any], settles: Callable[[tuple[str, str] | None], bool]) -> None:
+        """The failed rules of ``run`` that it settles for this run (``settles`` is given a
+        rule a live suite runs as its full-read suite's, any other as None)."""
         times.append(run["run_time"])
         for rule in run.get("failed_rules") or []:
             suite, expectation = rule.get("suite", ""), rule.get("expectation", "")
-            full = SHARED_RULES.get((suite, expectation), (None,))[0]
-            if (full in suites_settled) == settled:
+            if settles(SHARED_RULES.get((suite, expectation))):
                 since = rule.get("since") or run["run_time"]
                 failed[state_key(suite, expectation)] = {**rule, "since": since}
 
     own = records.last_finished_run(run_name, identity, before=before)
     if own is not None:
-        take(own, shared, settled=False)
-    left = set(shared)
+        take(own, lambda full: full is None or full[0] not in shared)
+    left = {(full, e) for (suite, e), (full, _) in SHARED_RULES.items() if suite in shared}
     for run in records.finished_runs_of_store(identity, before, STORE_RUNS) if left else ():
-        judged = {
+        judged_suites = {
             SHARED_SUITES.get(suite) for suite in (run.get("counts") or {}).get("suites") or []
         }
-        if left & judged:
-            take(run, left & judged, settled=True)
+        ran = set((run.get("selection") or {}).get("rules") or ()) or None
+        judged = {
+            (suite, e) for suite, e in left if suite in judged_suites and (ran is None or e in ran)
+        }
+        if judged:
+            take(run, lambda full, judged=judged: full in judged)
             left -= judged
         if not left:
             break
@@ -130,7 +134,9 @@ def changes_since(
     }
     previous_time = (previous or {}).get("run_time")
     changes = Changes(previous_run=previous_time)
-    changes.before = {key: f.get("severity", "") for key, f in before.items()}
+    # Only the rules this run judged: a partial run recovers nothing it did not run.
+    judged = {state_key(r.suite, r.expectation) for r in results}
+    changes.before = {key: f.get("severity", "") for key, f in before.items() if key in judged}
     for result in results:
         key = rule_key(result.suite, result.expectation)
         state = state_key(result.suite, result.expectation)

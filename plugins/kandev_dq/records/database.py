@@ -82,7 +82,9 @@ class Records(Ledger, Register, Results, StoreNames):
             try:
                 with self.engine.begin() as conn:
                     metadata.create_all(conn, checkfirst=True)
-                    # A records database made by an older kandev-dq gets the newer indexes.
+                    # A records database made by an older kandev-dq gets the newer columns
+                    # (each nullable) and indexes.
+                    _add_missing_columns(conn)
                     _create_missing_indexes(conn)
                 break
             except sa.exc.DBAPIError:
@@ -165,6 +167,16 @@ def _kept_runs(conn: sa.Connection) -> list[tuple[str, str]]:
     ).all()
     running = [(name, key) for name, key in unfinished if key > newest.get(name, "")]
     return [*newest.items(), *running]
+
+
+def _add_missing_columns(conn: sa.Connection) -> None:
+    inspector = sa.inspect(conn)
+    for table in metadata.sorted_tables:
+        present = {column["name"] for column in inspector.get_columns(table.name)}
+        for column in table.columns:
+            if column.name not in present:
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
 
 
 def _create_missing_indexes(conn: sa.Connection) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,32 +30,36 @@ from kandev_dq.facts.activation import describe_key
 from kandev_dq.records.results import RuleResult, counted
 from kandev_dq.records.tables import now_text, runs
 from kandev_dq.store.target import redact
+from kandev_dq.text import file_name_slug
 
 #: A store's runs read at a time, newest first (:meth:`Register.finished_runs_of_store`).
 STORE_RUNS_PAGE = 20
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 # --- run names ---------------------------------------------------------------------------------
 
 
-def _slug(text: str) -> str:
-    return _UNSAFE.sub("-", text).strip("-")
-
-
 def store_tag(identity: str) -> str:
     """A file-name-safe, credential-free tag for a store identity (readable slug + hash)."""
-    slug = _slug(identity)
+    slug = file_name_slug(identity)
     if len(slug) > 60:
         slug = f"{slug[:20]}-{slug[-39:]}"
     digest = hashlib.sha256(identity.encode("utf-8")).hexdigest()[:8]
     return f"{slug}-{digest}"
 
 
-def run_name(checkpoint: str, identity: str) -> str:
-    """The GX run name of a kandev-dq run: ``<checkpoint>@<store tag>``."""
-    return f"{_slug(checkpoint) or 'checkpoint'}@{store_tag(identity)}"
+#: Between a checkpoint's name and its part's in a partial run's name.
+PARTIAL = ".partial-"
+
+
+def run_name(checkpoint: str, identity: str, part: str | None = None) -> str:
+    """The GX run name of a kandev-dq run: ``<checkpoint>@<store tag>``; of a partial run,
+    ``<checkpoint>.partial-<part>@<store tag>``
+    (:attr:`kandev_dq.project.selection.Selection.name`)."""
+    checkpoint = file_name_slug(checkpoint) or "checkpoint"
+    if part:
+        checkpoint += PARTIAL + part
+    return f"{checkpoint}@{store_tag(identity)}"
 
 
 def parse_run_name(name: str | None) -> tuple[str, str] | None:
@@ -175,6 +178,7 @@ def _run_dict(row) -> dict[str, Any]:
     record["keys"] = json.loads(record["keys"] or "{}")
     record["counts"] = json.loads(record["counts"]) if record["counts"] else None
     record["failed_rules"] = json.loads(record["failed_rules"]) if record["failed_rules"] else []
+    record["selection"] = json.loads(record["selection"]) if record.get("selection") else None
     record.pop("id", None)
     return record
 
@@ -193,9 +197,11 @@ def record_run(
     dialect: str,
     keys: dict[str, str | None],
     amended: bool | None = None,
+    selection: dict[str, list[str]] | None = None,
 ) -> None:
     """Record a run as it starts: its store (as outputs name it, redacted once more for
-    safety), dialect, AC-24c state, whether AC-33 clauses 1-3 held, and the activation keys."""
+    safety), dialect, AC-24c state, whether AC-33 clauses 1-3 held, the activation keys, and
+    for a partial run its suites and rules."""
     records.register_run(
         {
             "run_name": run_id.run_name,
@@ -208,6 +214,7 @@ def record_run(
             "state": state_of(keys),
             "amended": amended,
             "keys": {name: _jsonable(describe_key(name, raw)) for name, raw in keys.items()},
+            "selection": json.dumps(selection) if selection is not None else None,
         }
     )
 

@@ -7,7 +7,8 @@ import datetime as dt
 import sqlalchemy as sa
 
 #: 2: stores named by their identity, not by how their URL is spelled (:data:`store_names`).
-SCHEMA_VERSION = 2
+#: 3: a partial run's suites and rules (``runs.selection``).
+SCHEMA_VERSION = 3
 
 metadata = sa.MetaData()
 schema_versions = sa.Table(
@@ -67,6 +68,9 @@ runs = sa.Table(
     sa.Column("counts", sa.Text, nullable=True),  # JSON: failed rules by severity, passed
     sa.Column("failed_rules", sa.Text, nullable=True),  # JSON
     sa.Column("duration_s", sa.Float, nullable=True),
+    # JSON: the suites and rules a partial run ran (check --suite/--rule); NULL: the whole
+    # checkpoint. Added in version 3: a records database made before gets it on open.
+    sa.Column("selection", sa.Text, nullable=True),
     sa.UniqueConstraint("run_name", "run_key", name="kandev_dq_runs_name_key"),
     # Each read a run makes is bounded, however long the history (the register's by run key,
     # a store's newest runs): a run every 5 minutes is 2,000 records a week.

@@ -19,6 +19,7 @@ from typing import Any
 
 from kandev_dq.contract.severity import SEVERITIES, Severity
 from kandev_dq.contract.states import STATES
+from kandev_dq.project.selection import Selection
 from kandev_dq.project.settings import chosen_store
 from kandev_dq.records import Accept, Records, records_ref, refuse_the_store
 from kandev_dq.records.identity import records_key
@@ -49,6 +50,9 @@ class PastRun:
     success: bool | None  #: None: the run did not finish (it was interrupted)
     failures: dict[str, int]
     failed: list[FailedRule] = field(default_factory=list)
+    #: A partial run's suites and rules (``check --suite``/``--rule``); None: the whole
+    #: checkpoint ran.
+    selection: dict[str, list[str]] | None = None
 
 
 #: Runs the overview's timeline covers, newest last.
@@ -214,7 +218,15 @@ def _past_run(record: dict[str, Any]) -> PastRun:
         success=record.get("success"),
         failures={s: int(counts.get(s, 0)) for s in SEVERITIES},
         failed=failed,
+        selection=record.get("selection"),
     )
+
+
+def _partial(run: PastRun) -> str:
+    """What a partial run ran, after its counts (names from the project: the caller escapes)."""
+    if run.selection is None:
+        return ""
+    return f"  ({Selection.from_json(run.checkpoint, run.selection).text()})"
 
 
 def render(past: History) -> list[str]:
@@ -241,7 +253,7 @@ def render(past: History) -> list[str]:
         lines.append(
             f"{run.run_time}  {run.checkpoint:<15} {run.state or '(state not recorded)':<16} "
             f"{verdict}  {counts['error']} error(s), {counts['warning']} warning(s), "
-            f"{counts['info']} info"
+            f"{counts['info']} info" + _partial(run)
         )
         for rule in run.failed:
             if rule.severity in ("error", "warning"):

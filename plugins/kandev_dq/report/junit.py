@@ -29,6 +29,7 @@ class Rule(Protocol):
 
 class Report(Protocol):
     checkpoint: str
+    scope: str  #: the checkpoint, or a partial run's checkpoint and part
     store: str
     run_time: str
     duration_s: float
@@ -49,7 +50,7 @@ def junit_xml(report: Report, fail_on: str = "error") -> str:
     suites: dict[str, list[Rule]] = {name: [] for name in report.suite_seconds}
     for rule in report.results:
         suites.setdefault(rule.suite, []).append(rule)
-    root = ET.Element("testsuites", name=f"kandev-dq {report.checkpoint}")
+    root = ET.Element("testsuites", name=f"kandev-dq {report.scope}")
     for name, rules in suites.items():
         root.append(_suite(report, name, rules, failing))
     _set_counts(
@@ -81,7 +82,7 @@ def could_not_run_xml(message: str, command: str = "check") -> str:
 def _suite(report: Report, name: str, rules: list[Rule], failing: tuple[str, ...]) -> ET.Element:
     suite = ET.Element("testsuite", name=name, timestamp=report.run_time)
     properties = ET.SubElement(suite, "properties")
-    for key, value in (("checkpoint", report.checkpoint), ("store", report.store)):
+    for key, value in (("checkpoint", report.scope), ("store", report.store)):
         ET.SubElement(properties, "property", name=key, value=xml_text(value))
     for deviation in report.project_deviations:  # the run's verdict is the project's
         ET.SubElement(

@@ -64,7 +64,8 @@ class CheckedRun(Protocol):
     """What the families read of a finished run (:class:`kandev_dq.run.check.CheckReport`)."""
 
     store: str
-    checkpoint: str
+    #: The checkpoint, or a partial run's checkpoint and part (its families stay apart).
+    scope: str
     state: str
     finished_at: str
     duration_s: float
@@ -101,7 +102,7 @@ class FinishedRun:
     def of(cls, report: CheckedRun) -> FinishedRun:
         return cls(
             store=report.store,
-            checkpoint=report.checkpoint,
+            checkpoint=report.scope,
             state=report.state,
             finished_at=datetime.fromisoformat(report.finished_at).timestamp(),
             duration_s=float(report.duration_s),

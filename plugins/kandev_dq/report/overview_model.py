@@ -27,6 +27,7 @@ from typing import Any
 from kandev_dq.contract.instants import ACTIVATION_KEYS
 from kandev_dq.gx.results_store import records_of
 from kandev_dq.project.deviations import Deviation, stored_deviations
+from kandev_dq.project.selection import Selection
 from kandev_dq.records.changes import Changes, changes_since, previous_state
 from kandev_dq.records.register import load_register, run_key
 from kandev_dq.records.results import RuleResult, failed_by_severity, rule_result, suite_verdict
@@ -90,6 +91,15 @@ class Run:
     @property
     def store(self) -> str | None:
         return (self.record or {}).get("store")
+
+    @property
+    def checked(self) -> str:
+        """Its checkpoint as the pages name it, with what a partial run ran."""
+        checkpoint = self.checkpoint or "(no checkpoint)"
+        chosen = (self.record or {}).get("selection")
+        if not chosen:
+            return checkpoint
+        return f"{checkpoint} ({Selection.from_json(checkpoint, chosen).text()})"
 
     @property
     def deviations(self) -> list[Deviation]:

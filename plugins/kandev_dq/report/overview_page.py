@@ -384,7 +384,7 @@ def _runs_section(overview: Overview) -> RenderedSectionContent:
         rows.append(
             [
                 _string("$t", {"t": when_text(run.run_time)}, classes=["text-nowrap"]),
-                _esc(run.checkpoint or "(no checkpoint)"),
+                _esc(run.checked),
                 _string(
                     "$s",
                     {"s": store + (f" ({dialect})" if dialect else "")},
@@ -426,7 +426,7 @@ def _state_section(overview: Overview) -> RenderedSectionContent:
         ],
         [
             "Latest run",
-            _esc(f"{latest.checkpoint or '(no checkpoint)'} at {when_text(latest.run_time)}"),
+            _esc(f"{latest.checked} at {when_text(latest.run_time)}"),
         ],
         ["Verdict", _string("$v", {"v": verdict}, classes=[colour, "font-weight-bold"])],
         ["Write-once baseline (AC-24)", _esc(_baseline_text(overview))],

@@ -25,6 +25,7 @@ from kandev_dq.gx.context import gx_version, load_context
 from kandev_dq.gx.results_store import attach_records
 from kandev_dq.project.deviations import Deviation, deviations_pointer, project_deviations
 from kandev_dq.project.files import DATASOURCE, reads_live
+from kandev_dq.project.selection import Selection
 from kandev_dq.project.settings import chosen_store, run_settings
 from kandev_dq.records import (
     JSON_LEDGER,
@@ -35,7 +36,7 @@ from kandev_dq.records import (
 )
 from kandev_dq.records.changes import changes_since, previous_state, rule_key
 from kandev_dq.records.identity import records_key
-from kandev_dq.records.register import finish_run, record_run, run_key, run_outcome
+from kandev_dq.records.register import PARTIAL, finish_run, record_run, run_key, run_outcome
 from kandev_dq.records.results import RuleResult, counted, failing_severities, rule_result
 from kandev_dq.run.versions import kandev_dq_version
 from kandev_dq.sql.dialect import server_version
@@ -99,6 +100,17 @@ class CheckReport:
     #: database (with the user needed to connect, never a password): a failed rule's
     #: :meth:`explain_command` is ready to copy.
     explain_options: str = ""
+    #: A partial run's suites and rules (``check --suite``/``--rule``); None: the whole
+    #: checkpoint ran.
+    selection: dict[str, list[str]] | None = None
+
+    @property
+    def scope(self) -> str:
+        """The checkpoint; of a partial run, the checkpoint and its part as the run's name gives
+        them (``nightly.partial-suite.rows``): its metrics are never read as the checkpoint's."""
+        if self.selection is None:
+            return self.checkpoint
+        return self.checkpoint + PARTIAL + Selection.from_json(self.checkpoint, self.selection).name
 
     def failures(self, severity: str) -> list[RuleResult]:
         return [r for r in self.results if not r.success and r.severity == severity]
@@ -152,8 +164,10 @@ def run_check(
     keep_days: int | None = None,
     context_for: Callable[[str], Any] | None = None,
     pages_on_change: bool = False,
+    selection: Selection | None = None,
 ) -> CheckReport:
-    """Validate ``target`` with ``checkpoint``; never writes to the store.
+    """Validate ``target`` with ``checkpoint`` (or the part of it ``selection`` names: a
+    partial run, named and recorded as one); never writes to the store.
 
     The run is named for its checkpoint and store (:func:`kandev_dq.records.register.run_name`, no
     credentials), reports to ``progress`` suite by suite, and notifies when configured. Its key
@@ -186,6 +200,7 @@ def run_check(
             allow_project_code,
             context_for,
             pages_on_change,
+            selection,
         )
         report.project_deviations = deviations
         report.explain_options = command_options(
@@ -212,6 +227,7 @@ def _run_with_records(
     allow_project_code: bool,
     context_for: Callable[[str], Any] | None = None,
     pages_on_change: bool = False,
+    selection: Selection | None = None,
 ) -> CheckReport:
     started = time.perf_counter()
     store = open_store(target, read_only=True)
@@ -235,15 +251,24 @@ def _run_with_records(
         ):
             # The store's name in the records, read in the run's own snapshot session.
             identity = records_key(records, store.ref, run.connection)
-            run_id = runs.new_run_id(checkpoint, identity)
+            run_id = runs.new_run_id(checkpoint, identity, selection)
             run.run_name, run.store, run.records_key = run_id.run_name, store.ref, identity
             keys = read_keys(run.connection)
             server = server_version(run.connection)
             amended = observe_subagents(run.connection).clauses_1_to_3_hold
             standby = run.clock.standby if run.clock is not None else None
             # Before GX runs: the data docs it builds during the run show this record.
+            chosen = selection.to_json() if selection is not None else None
             record_run(
-                records, run_id, checkpoint, identity, store.shown, store.dialect, keys, amended
+                records,
+                run_id,
+                checkpoint,
+                identity,
+                store.shown,
+                store.dialect,
+                keys,
+                amended,
+                chosen,
             )
             # The write-once rules take the key ledger from the records database themselves
             # (kandev_dq.gx.write_once), as on a checkpoint run through GX's own API.
@@ -255,6 +280,7 @@ def _run_with_records(
                 progress,
                 suite_seconds=suite_seconds,
                 pages=not pages_on_change,
+                selection=selection,
             )
         baseline = records.baseline(identity)
         report = CheckReport(
@@ -275,6 +301,7 @@ def _run_with_records(
             baseline_taken_at=baseline.taken_at if baseline else "",
             baseline_run=baseline.run_name if baseline else "",
             suite_seconds=suite_seconds,
+            selection=chosen,
         )
         report.replica = standby.to_json() if standby is not None else None
         report.windows = live_windows(outcome)
@@ -356,8 +383,17 @@ def verdict_line(report: CheckReport) -> str:
         f"{word}: checkpoint {report.checkpoint} run {report.run_name} at {report.run_time} "
         f"on {report.store} ({report.dialect}), "
         f"state {report.state}; {errors} error(s), {warnings} warning(s) "
-        f"of {len(report.results)} rules{deviations_pointer(report.project_deviations)}"
+        f"of {len(report.results)} rules{_partial(report)}"
+        f"{deviations_pointer(report.project_deviations)}"
     )
+
+
+def _partial(report: CheckReport) -> str:
+    """What a partial run ran, after its rule count (names from the project: the caller
+    escapes the line)."""
+    if report.selection is None:
+        return ""
+    return f" ({Selection.from_json(report.checkpoint, report.selection).text()})"
 
 
 def deviation_lines(report: CheckReport) -> list[str]:

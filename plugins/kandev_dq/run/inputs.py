@@ -19,6 +19,7 @@ from kandev_dq.project.files import (
     default_project,
     refuse_project_code,
 )
+from kandev_dq.project.selection import Selection, chosen_selection
 from kandev_dq.project.settings import chosen_store
 from kandev_dq.store.reference import StoreRef
 from kandev_dq.store.target import (
@@ -54,6 +55,8 @@ class RunInputs:
     folder: Path
     store: StoreRef
     records: StoreRef
+    #: The part of the checkpoint a partial run runs (None: all of it).
+    selection: Selection | None = None
 
 
 def run_inputs(
@@ -66,6 +69,8 @@ def run_inputs(
     own_run_only: bool = False,
     strict: bool = False,
     store_name: str | None = None,
+    suites: list[str] | None = None,
+    rules: list[str] | None = None,
 ) -> RunInputs:
     """A run's project folder, store and records database, once the folder (as data, unless
     the user opted in; ``own_run_only`` for a check, :func:`project_as_data`), the checkpoint
@@ -73,14 +78,17 @@ def run_inputs(
     a second. ``strict``: a project deviating from kandev-dq's rules is refused before the
     store or the records database is opened
     (:func:`kandev_dq.project.deviations.refuse_deviations`).
-    ``store_name``: the user's name for the store in the records (:func:`chosen_store`)."""
+    ``store_name``: the user's name for the store in the records (:func:`chosen_store`).
+    ``suites``/``rules``: the part of the checkpoint to run, its names checked against the
+    project (:func:`~kandev_dq.project.selection.chosen_selection`)."""
     folder = project_as_data(project_folder(project), allow_project_code, own_run_only=own_run_only)
     checkpoint_name(folder, checkpoint)
     if strict:
         refuse_deviations(folder, checkpoint)
+    selection = chosen_selection(folder, checkpoint, suites, rules)
     ref = kandev_store(store, store_name)
     chosen = records_database(folder, records, allow_project_code, store=ref)
-    return RunInputs(folder, ref, chosen)
+    return RunInputs(folder, ref, chosen, selection)
 
 
 def records_database(
