@@ -235,6 +235,15 @@ def test_completion_offers_the_project_s_checkpoints_the_rules_and_the_scenarios
         "pre_release"
     ]
     assert _completed("explain", "expect_no_orphan") == ["expect_no_orphan_subagent_rows"]
+    assert _completed("check", "--rule", "expect_no_orphan") == ["expect_no_orphan_subagent_rows"]
+    # --suite: the suites of the checkpoint named before it (else nightly's)
+    assert _completed("check", "--project", str(project), "--suite", "") == [
+        "activation",
+        "writer_health",
+        "rows",
+    ]
+    live = ("check", "--project", str(project), "--checkpoint", "live", "--suite", "live_w")
+    assert _completed(*live) == ["live_writer_health"]
     assert _completed("scenarios", "build", "stopped_w") == [
         "stopped_writer",
         "stopped_writer_behind_banked_excess",
