@@ -95,7 +95,14 @@ def test_one_store_per_page_in_the_audit_and_the_overview(
     local = project / "uncommitted" / "data_docs" / "local_site"
     overview = (local / "overview.html").read_text(encoding="utf-8")
     assert html.escape(done.report.store, quote=True) in overview and other not in overview
-    assert "nightly@" in (local / "index.html").read_text(encoding="utf-8")
+    index = (local / "index.html").read_text(encoding="utf-8")
+    assert "nightly@" in index
+    # The index lists both stores' runs, with a Store column filtered as GX's others are (GX
+    # writes the table's columns and rows into its script as Python reprs).
+    column = {"field": "store", "title": "Store", "sortable": "true", "filterControl": "select"}
+    assert repr(column)[1:-1] in index
+    for shown in (done.report.store, store_ref(another_target.url).shown):
+        assert f"'store': {html.escape(shown, quote=True)!r}" in index, shown
 
 
 def test_audit_command_exits_like_check(sqlite_target, project, tmp_path):

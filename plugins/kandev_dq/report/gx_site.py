@@ -35,6 +35,7 @@ is :mod:`kandev_dq.gx.adapter`.
 from __future__ import annotations
 
 import copy
+import html
 import logging
 import mimetypes
 import os
@@ -67,6 +68,7 @@ from kandev_dq.gx import adapter as gx_adapter
 from kandev_dq.gx.adapter import ValidationResultsStore
 from kandev_dq.gx.results_store import RecordsStoreBackend, records_of
 from kandev_dq.project.vetting import vet_on_gx_path
+from kandev_dq.records.register import load_register, run_key
 from kandev_dq.records.results import failed_by_severity, rule_result, suite_verdict
 from kandev_dq.report.overview_model import (
     INDEX_RESULTS_LIMIT,
@@ -218,7 +220,9 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
 
     :meth:`render` gives each link its suite's verdict as ``kandev_verdict``, which the status
     cells then show: GX's own cell and filter text read only ``validation_success``, which
-    fails on any failed rule.
+    fails on any failed rule. The index lists every store's results: a Store column, with a
+    filter by store as GX's table filters its other columns, names the store each run read (as
+    the run register recorded it).
     """
 
     def __init__(self, data_context=None) -> None:
@@ -259,14 +263,26 @@ class KandevSiteIndexPageRenderer(SiteIndexPageRenderer):
                 "title": word
             }
             row["_validation_success_text"] = word
+        table.table_columns.insert(
+            2, {"field": "store", "title": "Store", "sortable": "true", "filterControl": "select"}
+        )
+        for row, link in zip(table.table_data, links, strict=True):
+            # A plain cell is inserted as HTML: escaped here, as the overview's cells are.
+            row["store"] = html.escape(link.get("kandev_store") or NOT_RECORDED, quote=True)
         return table
 
 
+#: The Store cell of a result whose run the register does not hold.
+NOT_RECORDED = "(not recorded)"
+
+
 def _add_verdicts(context, links: list[dict[str, Any]]) -> None:
-    """Each listed result's suite verdict, read from its stored JSON as the overview reads it;
-    a result that cannot be read keeps GX's own status."""
+    """Each listed result's suite verdict, read from its stored JSON as the overview reads it
+    (a result that cannot be read keeps GX's own status), and the store its run read."""
     store = context.validation_results_store
+    recorded = load_register(records_of(context), [run_key(link["run_id"]) for link in links])
     for link in links:
+        link["kandev_store"] = (recorded.get(run_key(link["run_id"])) or {}).get("store")
         key = ValidationResultIdentifier(
             ExpectationSuiteIdentifier(link["expectation_suite_name"]),
             link["run_id"],
