@@ -82,10 +82,7 @@ class Records(Ledger, Register, Results, StoreNames):
             try:
                 with self.engine.begin() as conn:
                     metadata.create_all(conn, checkfirst=True)
-                    # A records database made by an older kandev-dq gets the newer columns
-                    # (each nullable) and indexes.
-                    _add_missing_columns(conn)
-                    _create_missing_indexes(conn)
+                    _add_what_is_missing(conn)
                 break
             except sa.exc.DBAPIError:
                 if attempt == 2:
@@ -169,23 +166,18 @@ def _kept_runs(conn: sa.Connection) -> list[tuple[str, str]]:
     return [*newest.items(), *running]
 
 
-def _add_missing_columns(conn: sa.Connection) -> None:
+def _add_what_is_missing(conn: sa.Connection) -> None:
+    """The columns (each nullable) and indexes a records database made by an older kandev-dq
+    lacks."""
     inspector = sa.inspect(conn)
     for table in metadata.sorted_tables:
-        present = {column["name"] for column in inspector.get_columns(table.name)}
-        for column in table.columns:
-            if column.name not in present:
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
-
-
-def _create_missing_indexes(conn: sa.Connection) -> None:
-    inspector = sa.inspect(conn)
-    for table in metadata.sorted_tables:
-        present = {index["name"] for index in inspector.get_indexes(table.name)}
-        for index in table.indexes:
-            if index.name not in present:
-                index.create(conn)
+        columns = {column["name"] for column in inspector.get_columns(table.name)}
+        indexes = {index["name"] for index in inspector.get_indexes(table.name)}
+        for column in (c for c in table.columns if c.name not in columns):
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {column.name} {kind}"))
+        for index in (i for i in table.indexes if i.name not in indexes):
+            index.create(conn)
 
 
 @dataclass
