@@ -89,7 +89,7 @@ def check(
         typer.Option(
             "--suite",
             help="Run only this suite of the checkpoint; repeat for several. A partial run: "
-            "named and recorded as one, compared with the last run of the same part.",
+            "named and recorded as one; each rule compared with the last run that judged it.",
             autocompletion=complete_suites,
             show_default=False,
         ),

@@ -45,7 +45,8 @@ class Selection:
 
     @property
     def name(self) -> str:
-        """The part in a run's name (``suite.rows``, ``rules.<digest>``): file-name safe, one
+        """The part in a run's name: one name as it is (``suite.rows``, ``rule.<expectation>``),
+        several (or one too long) cut and followed by a digest of them all; file-name safe, one
         name per part whatever order its names were given in."""
         parts = [*(f"suite.{s}" for s in sorted(set(self.suites)))]
         parts += [f"rule.{r}" for r in sorted(set(self.rules))]
@@ -59,8 +60,16 @@ class Selection:
         return {"suites": list(self.suites), "rules": list(self.rules)}
 
     @classmethod
-    def from_json(cls, checkpoint: str, document: dict[str, list[str]]) -> Selection:
-        return cls(checkpoint, tuple(document.get("suites", ())), tuple(document.get("rules", ())))
+    def from_json(cls, checkpoint: str, document: object) -> Selection:
+        """A selection as the run register keeps it (a records database may come from
+        elsewhere: anything but lists of names reads as none)."""
+        held = document if isinstance(document, dict) else {}
+
+        def names(key: str) -> tuple[str, ...]:
+            value = held.get(key)
+            return tuple(str(n) for n in value) if isinstance(value, list) else ()
+
+        return cls(checkpoint, names("suites"), names("rules"))
 
     def text(self) -> str:
         """What the run ran, in words (names from the project: the caller escapes them)."""
