@@ -24,6 +24,7 @@ from kandev_dq.contract.instants import (
 )
 from kandev_dq.contract.states import state_of
 from kandev_dq.contract.tables import UNKNOWN_EXECUTION, subagents
+from kandev_dq.contract.tables import task_session_messages as messages
 from kandev_dq.facts.shapes import (
     ActivationFacts,
     ChangeWindow,
@@ -31,18 +32,20 @@ from kandev_dq.facts.shapes import (
     DisclosureFacts,
     SentinelBackfillFacts,
 )
-from kandev_dq.sql.compared import key_shown, key_token, stored_key_token
+from kandev_dq.sql.compared import byte_order, key_shown, key_token, stored_key_token
 from kandev_dq.sql.dialect import at_or_after, before, instant_param
 from kandev_dq.sql.keys import read_keys
-from kandev_dq.sql.mapping import qualifies, read_once, subagent_messages
+from kandev_dq.sql.mapping import qualifies, read_once, row_handle, subagent_messages
 from kandev_dq.sql.messages import SAMPLE_VALUE_CHARS, display
 from kandev_dq.sql.scan import Counted, counted_scan
 from kandev_dq.sql.shown import prepare, shown
-from kandev_dq.store.observe import observe_subagents
+from kandev_dq.store.observe import message_handle, observe_subagents
 
 _LEGACY_TOLERANCE = timedelta(seconds=1)
 #: What coverage reads of a subagent message: its key, its identity (AC-21) and its creation.
 COVERAGE_FIELDS = ("id", "task_session_id", "task_id", "tool_call_id", "created_at")
+#: The columns :func:`~kandev_dq.sql.compared.byte_order` gives an id read by handle.
+_ID_KEYS = ("id_head", "id_after")
 
 
 def describe_key(name: str, raw: str | None) -> DescribedKey:
@@ -127,13 +130,14 @@ def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) ->
     if through is not None:
         # Coverage: every qualifying message at or before backfill_through has a row (AC-24 pt 1).
         covered_until = instant_param("backfill_through", _just_after(through))
-        uncovered = _uncovered(covered_until, tokens=True)
+        handle = message_handle(conn)
+        uncovered = _uncovered(covered_until, tokens=True, handle=handle)
         conditions["uncovered_messages"] = Counted(
             count=sa.select(sa.func.count())
             .select_from(uncovered.order_by(None).subquery("uncovered"))
             .scalar_subquery(),
             sample=uncovered,
-            listing=_uncovered(covered_until, tokens=False),
+            listing=_uncovered(covered_until, tokens=False, handle=handle),
         )
         # An under-claim (rows past the published mark) is disclosed, never an error.
         past = instant_param("through_latest", _just_after(_latest_possible(through)))
@@ -148,36 +152,54 @@ def activation_facts(conn: sa.Connection, window: ChangeWindow | None = None) ->
     return facts
 
 
-def _uncovered(covered_until: sa.BindParameter, *, tokens: bool) -> sa.Select:
+def _uncovered(covered_until: sa.BindParameter, *, tokens: bool, handle: str | None) -> sa.Select:
     """Qualifying messages created up to ``backfill_through`` whose key no row has (AC-24
     point 1), in creation order; the key fields only, each read once per message
     (read_once). With ``tokens`` the key is read as its token (sql/compared.py), so a 50 MB
     one is neither copied into the read nor compared whole; a listing compares the keys
-    themselves, as it runs where kandev-dq's digest function is not registered."""
-    keyed = subagent_messages(only=COVERAGE_FIELDS)
-    read = [
-        key_token(c).label(c.name) if tokens and c.name == "tool_call_id" else c for c in keyed.c
-    ]
+    themselves, as it runs where kandev-dq's digest function is not registered. With
+    ``handle`` (SQLite, see :func:`~kandev_dq.sql.mapping.row_handle`) the read carries each
+    message's handle in place of its id and session, ordered by
+    :func:`~kandev_dq.sql.compared.byte_order`, and takes them from the message's row after
+    it: a 50 MB id or session is neither materialised nor sorted whole."""
+    keyed = subagent_messages(only=COVERAGE_FIELDS, handle=handle)
+
+    def as_read(column):
+        if tokens and column.name == "tool_call_id":
+            return key_token(column).label(column.name)
+        if tokens and handle and column.name == "task_session_id":
+            return stored_key_token(column).label(column.name)
+        return column
+
+    read = [as_read(c) for c in keyed.c if not (handle and c.name == "id")]
+    if handle:
+        peers = messages.alias("id_peers").c.id
+        read += [k.label(n) for k, n in zip(byte_order(keyed.c.id, peers), _ID_KEYS, strict=True)]
     sm = read_once(sa.select(*read)).subquery("keyed_messages")
+    if handle:
+        message = messages.alias("uncovered_message")
+        source = sm.join(message, row_handle(message, handle) == sm.c.handle)
+        message_id, session = message.c.id, message.c.task_session_id
+        order = tuple(sm.c[name] for name in _ID_KEYS)
+    else:
+        source, message_id, session, order = sm, sm.c.id, sm.c.task_session_id, (sm.c.id,)
     covering = subagents.alias("covering")  # never correlated with the outer scan
     covering_key = stored_key_token(covering.c.tool_call_id) if tokens else covering.c.tool_call_id
     has_row = (
         sa.select(sa.literal(1))
-        .where(
-            covering.c.task_session_id == sm.c.task_session_id,
-            covering_key == sm.c.tool_call_id,
-        )
+        .where(covering.c.task_session_id == session, covering_key == sm.c.tool_call_id)
         .exists()
     )
     return (
         sa.select(
-            sm.c.id,
-            sm.c.task_session_id,
+            message_id.label("id"),
+            session.label("task_session_id"),
             (key_shown(sm.c.tool_call_id) if tokens else sm.c.tool_call_id).label("tool_call_id"),
             sm.c.created_at,
         )
+        .select_from(source)
         .where(qualifies(sm), before(sm.c.created_at, covered_until), ~has_row)
-        .order_by(sm.c.created_at, sm.c.id)
+        .order_by(sm.c.created_at, *order)
     )
 
 

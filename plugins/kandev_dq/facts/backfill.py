@@ -54,13 +54,19 @@ from kandev_dq.sql.mapping import (
     fenced,
     metadata_fields,
     qualifies,
+    row_handle,
     settled_at,
     subagent_messages,
 )
 from kandev_dq.sql.messages import count_and_sample, message_doc, stored_metadata
 from kandev_dq.sql.scan import Counted, Part, count_when, counted_scan, part
 from kandev_dq.sql.shown import prepare
-from kandev_dq.store.observe import EXECUTION_COLUMN, SubagentsShape, observe_subagents
+from kandev_dq.store.observe import (
+    EXECUTION_COLUMN,
+    SubagentsShape,
+    message_handle,
+    observe_subagents,
+)
 
 #: The field families, each judged by one rule.
 FAMILIES = (
@@ -108,7 +114,7 @@ class _Comparison:
     """Every stored row joined to the expected row of its key, with the predicates the families
     share. ``b`` is the stored row, ``e`` the expected one (NULL when no message maps to it),
     ``t`` the expected row's :data:`~kandev_dq.sql.mapping.READ_BY_ID` fields and its
-    ``settled_at`` (on SQLite read from its message by id, after the join). ``apart``
+    ``settled_at`` (on SQLite read from its message by handle, before the join). ``apart``
     (SQLite; None elsewhere): the rows whose unbounded texts the counting statement leaves to
     :func:`_texts_apart`, and ``pair_texts`` the statement comparing one of them."""
 
@@ -118,6 +124,10 @@ class _Comparison:
     #: The stored row's :data:`~kandev_dq.sql.mapping.COMPARED_AS_TOKENS` as compared with
     #: ``e``'s: their tokens, or the columns themselves for a listing.
     tokens: dict[str, sa.ColumnElement]
+    #: Not NULL where an expected row is joined, one value per expected row.
+    present: sa.ColumnElement
+    #: The expected rows with ``t``, before the stored rows are joined.
+    expected_side: sa.FromClause
     joined: sa.Join
     execution: sa.ColumnElement
     is_backfill: sa.ColumnElement[bool]
@@ -167,7 +177,7 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
         for name, cond in families_of.items()
     }
     extra = [
-        sa.func.count(sa.distinct(cmp.e.id)).label("expected_rows"),
+        sa.func.count(sa.distinct(cmp.present)).label("expected_rows"),
         count_when(cmp.is_backfill).label("backfill_rows"),
         count_when(cmp.matched).label("matched_rows"),
         count_when(sa.and_(cmp.matched, cmp.drifted)).label("drifted_rows"),
@@ -191,13 +201,14 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
             ),
         )
         deferred = sa.and_(strict, sa.not_(async_differs), cmp.apart)
-        pairs = sa.func.json_group_array(sa.func.json_array(*_exact(cmp.b.id), *_exact(cmp.e.id)))
+        pair = sa.func.json_array(*_exact(cmp.b.id), *_exact(cmp.t["id"]))
+        pairs = sa.func.json_group_array(pair)
         extra.append(pairs.filter(deferred).label("texts_apart"))
     counts, families = counted_scan(
         conn,
         conditions,
         select_from=cmp.joined,
-        where=sa.or_(cmp.is_backfill, cmp.relabel_candidate, cmp.e.id.is_not(None)),
+        where=sa.or_(cmp.is_backfill, cmp.relabel_candidate, cmp.present.is_not(None)),
         extra=extra,
     )
     if deferred is not None:
@@ -241,26 +252,27 @@ def backfill_facts(conn: sa.Connection, window_minutes: float) -> BackfillFacts:
 def _mapped_without_backfill(conn: sa.Connection, cmp: _Comparison) -> Listing:
     """The message keys the backfill maps while the table holds no backfill row: what the
     not-vacuous rule counts when it fails, so empty once any backfill row is there."""
-    e = cmp.e
+    e, t = cmp.e, cmp.t
     backfilled = sa.select(sa.literal(1)).select_from(cmp.b.source.table).where(cmp.is_backfill)
     return listing_of(
         conn,
         sa.select(
-            e.id.label("message_id"),
-            e.task_session_id,
+            t["id"].label("message_id"),
+            t["task_session_id"].label("task_session_id"),
             e.tool_call_id,
             e.observed_at.label("created_at"),
         )
+        .select_from(cmp.expected_side)
         .where(~backfilled.exists())
-        .order_by(e.observed_at, e.id),
+        .order_by(e.observed_at, t["id"]),
         "message key the backfill maps, and no backfill row",
     )
 
 
 def _key(cmp: _Comparison) -> tuple[sa.ColumnElement, ...]:
     """The columns naming a compared pair in each sample: the row's key, the message's id."""
-    b = cmp.b
-    return (b.id.label("row_id"), b.task_session_id, b.tool_call_id, cmp.e.id.label("message_id"))
+    b, message_id = cmp.b, cmp.t["id"]
+    return (b.id.label("row_id"), b.task_session_id, b.tool_call_id, message_id.label("message_id"))
 
 
 def _order(cmp: _Comparison) -> tuple[sa.ColumnElement, ...]:
@@ -331,27 +343,31 @@ def _compare(
     # Fenced: PostgreSQL, misjudging the JSON filter, would pull a plain subquery up into
     # nested loops that rerun the mapping per row once a family's condition narrows the join.
     # SQLite materialises the expected rows for the FULL JOIN, copying each value twice: there
-    # the text fields of unbounded size are read by id after the join instead. (PostgreSQL
-    # would read every message once more for them, server-side copies cost the check nothing.)
-    traits = store_traits(conn)
-    split = traits.texts_after_join
-    expected = backfill_select(traits.name, existed, texts=not split, key_tokens=key_tokens)
+    # the rows carry their message's handle, and its id, session and text fields of unbounded
+    # size are read from the message by it, before the join. (PostgreSQL would read every
+    # message once more for them, server-side copies cost the check nothing.)
+    handle = message_handle(conn)
+    expected = backfill_select(
+        store_traits(conn).name, existed, handle=handle, key_tokens=key_tokens
+    )
     expected = fenced(expected).subquery("expected")
     e = expected.c
     # Joined on the key's token (sql/compared.py): the same pairs, and no 50 MB key held by
     # the ranking's sorter, the materialised rows and their index (0.9 GB on SQLite); the
     # task and turn ids are compared by token alike.
     tokens = {c: stored_key_token(b[c]) if key_tokens else b[c] for c in COMPARED_AS_TOKENS}
-    joined = expected.join(
-        table,
-        sa.and_(e.task_session_id == b.task_session_id, e.tool_call_id == tokens["tool_call_id"]),
-        full=True,
-    )
-    texts = e
+    key_matches = e.tool_call_id == tokens["tool_call_id"]
     apart = pair_texts = None
-    if split:
+    expected_side: sa.FromClause = expected
+    if handle is None:
+        texts, present = e, e.id
+        joined = expected.join(
+            table, sa.and_(e.task_session_id == b.task_session_id, key_matches), full=True
+        )
+    else:
         # Read from the expected message's own row, its names tested once for all of them
-        # (a subquery holding that test could not be flattened into this outer join).
+        # (a subquery holding that test could not be flattened into this outer join); the
+        # session joined on is the message's, so the rows' session index still drives it.
         message = schema.task_session_messages.alias("expected_texts")
         fields, walk = metadata_fields(
             message_doc(message),
@@ -360,10 +376,18 @@ def _compare(
             "expected_texts_walk",
             True,
         )
-        joined = joined.outerjoin(message, message.c.id == e.id).outerjoin(walk, sa.true())
+        expected_side = expected.join(message, row_handle(message, handle) == e.handle).join(
+            walk, sa.true()
+        )
+        joined = expected_side.join(
+            table, sa.and_(message.c.task_session_id == b.task_session_id, key_matches), full=True
+        )
         texts = {field.name: field for field in fields}
-        # updated_at too (mapping.READ_BY_ID): SQLite's text of any size, copied into the
-        # materialised expected rows twice (updated_at, settled_at) and held by their sorter.
+        # The id and session too (mapping.READ_BY_ID): a 50 MB one, carried, was sorted and
+        # materialised whole at each step (1.1 GB). And updated_at: SQLite's text of any
+        # size, copied into the materialised expected rows twice (updated_at, settled_at).
+        texts["id"], texts["task_session_id"] = message.c.id, message.c.task_session_id
+        present = e.handle
         texts["updated_at"] = message.c.updated_at
         texts["settled_at"] = settled_at(e.tool_status, message.c.updated_at)
         # The ranking above parsed every expected message, and SQLite keeps a statement's
@@ -388,7 +412,7 @@ def _compare(
 
     is_backfill = b.source == "backfill"
     relabel_candidate = sa.and_(b.source == "live", execution == unknown)
-    matched = sa.and_(is_backfill, e.id.is_not(None))
+    matched = sa.and_(is_backfill, present.is_not(None))
     if capture is not None:
         merged_since = instant_param("capture_since", capture)
         changed_since = instant_param(
@@ -405,6 +429,8 @@ def _compare(
         e=e,
         t=texts,
         tokens=tokens,
+        present=present,
+        expected_side=expected_side,
         joined=joined,
         execution=execution,
         is_backfill=is_backfill,
@@ -469,11 +495,12 @@ def _texts_apart(conn: sa.Connection, cmp: _Comparison, pairs: str | None) -> in
 
 def _losers(cmp: _Comparison) -> _Losers:
     b, e, joined, matched = cmp.b, cmp.e, cmp.joined, cmp.matched
+    message_id = cmp.t["id"]
     # AC-21b needs the losing messages, which the joined set does not hold: rows that are not
     # plainly the winner's are counted in the one statement, and only when there are any is
     # a second statement joined (on the key, never correlated per row) to the losers.
     not_the_winner = sa.and_(
-        matched, sa.or_(b.id != e.id, instants_differ(b.observed_at, e.observed_at))
+        matched, sa.or_(b.id != message_id, instants_differ(b.observed_at, e.observed_at))
     )
     sm = subagent_messages("loser_candidates")
     losers = (
@@ -487,7 +514,7 @@ def _losers(cmp: _Comparison) -> _Losers:
         sa.and_(
             lost.task_session_id == b.task_session_id,
             lost.tool_call_id == b.tool_call_id,
-            lost.id != e.id,
+            lost.id != message_id,
         ),
     )
     carries_loser = sa.or_(
@@ -546,11 +573,11 @@ def _family_conditions(cmp: _Comparison, losers: _Losers) -> dict[str, sa.Column
         # AC-21b: candidates only; the family is the candidates carrying a loser's values.
         "winner": not_the_winner,
         # AC-21a: no qualifying message has this key.
-        "orphan": sa.and_(is_backfill, e.id.is_(None)),
+        "orphan": sa.and_(is_backfill, cmp.present.is_(None)),
         # AC-1: a backfill row relabelled 'live' (a heuristic, judged at warning).
         "relabelled": sa.and_(
             relabel_candidate,
-            b.id == e.id,
+            b.id == cmp.t["id"],
             utc_instant(b.observed_at) == utc_instant(e.observed_at),
         ),
     }

@@ -29,7 +29,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import FunctionElement
 
 from kandev_dq.contract import tables as schema
-from kandev_dq.sql.compared import key_token
+from kandev_dq.sql.compared import byte_order, key_token, stored_key_token
 from kandev_dq.sql.dialect import (
     at_or_after,
     before,
@@ -140,6 +140,15 @@ def message_documents(
     return read.subquery(name)
 
 
+def row_handle(table, handle: str) -> sa.ColumnElement:
+    """The column ``handle`` of ``table`` (a message table or alias) that names its rows:
+    ``id``, or SQLite's rowid under the name
+    :func:`~kandev_dq.store.observe.message_handle` found free."""
+    if handle == "id":
+        return table.c.id
+    return sa.literal_column(f"{table.name}.{handle}")
+
+
 def is_subagent(doc, stored) -> sa.ColumnElement[bool]:
     """A message of kind ``subagent_task`` (AC-21); ``stored`` is its metadata text."""
     return json_text(doc, *_KIND, stored=stored) == SUBAGENT_KIND
@@ -175,10 +184,11 @@ _FIELDS = (*_MESSAGE_COLUMNS, *(name for name, _, _ in _FIELD_READS))
 #: The text fields whose size nothing bounds (a description may be megabytes; the statuses
 #: and ids are compared and joined on, and read everywhere).
 UNBOUNDED_TEXT = ("parent_tool_call_id", *TASK_TEXT)
-#: What a reader without ``texts`` takes from the message by id (see :func:`backfill_select`):
-#: the unbounded texts, and the ``updated_at`` SQLite keeps as text of any size, which
-#: neither ranks a message nor keys a row.
-READ_BY_ID = (*UNBOUNDED_TEXT, "updated_at")
+#: What a reader with a ``handle`` takes from the message by it (see :func:`backfill_select`):
+#: the unbounded texts, the ``updated_at`` SQLite keeps as text of any size, which neither
+#: ranks a message nor keys a row, and the id and session, which the ranking reads and no
+#: later step needs to carry.
+READ_BY_ID = (*UNBOUNDED_TEXT, "updated_at", "id", "task_session_id")
 
 
 def subagent_messages(
@@ -189,6 +199,7 @@ def subagent_messages(
     reads_most_fields: bool = False,
     within: Callable[[sa.ColumnElement], sa.ColumnElement[bool]] | None = None,
     sessions: tuple[str, ...] | None = None,
+    handle: str | None = None,
 ) -> sa.Subquery:
     """Messages of kind ``subagent_task`` with their metadata fields as columns (AC-23b), every
     text field but the key with ``''`` read as NULL, as the backfill writes it (§2); ``only``
@@ -199,9 +210,16 @@ def subagent_messages(
     once, in a one-row table joined to it (:func:`~kandev_dq.sql.dialect.once_per_row`), which
     costs a little even when no field is read, and keeps the subquery from being flattened into
     the right side of a LEFT JOIN. ``within`` or ``sessions`` reads only some sessions'
-    messages (see :func:`message_documents`)."""
+    messages (see :func:`message_documents`). With ``handle`` (see :func:`row_handle`), a
+    column ``handle`` names each message's row."""
+    m = schema.task_session_messages
     docs = message_documents(
-        f"{name}_docs", since=since, candidates_only=True, within=within, sessions=sessions
+        f"{name}_docs",
+        since=since,
+        candidates_only=True,
+        within=within,
+        sessions=sessions,
+        extra=() if handle is None else (row_handle(m, handle).label("handle"),),
     )
     doc, stored = docs.c.doc, docs.c.metadata
     names = [column for column, _, _ in _FIELD_READS if only is None or column in only]
@@ -209,6 +227,7 @@ def subagent_messages(
     columns = [
         *(docs.c[column] for column in _MESSAGE_COLUMNS if only is None or column in only),
         *fields,
+        *(() if handle is None else (docs.c.handle,)),
     ]
     source = docs if walk is None else docs.join(walk, sa.true())
     return sa.select(*columns).select_from(source).where(is_subagent(doc, stored)).subquery(name)
@@ -249,40 +268,65 @@ def winners(
     dialect_name: str,
     created_before: sa.BindParameter | None = None,
     *,
-    texts: bool = True,
+    handle: str | None = None,
     key_tokens: bool = False,
 ) -> sa.Subquery:
     """The qualifying messages ranked per (task_session_id, tool_call_id): ``rank`` 1 is the
     AC-21b winner, the newest created_at, then the greatest id.
 
     ``created_before`` (an instant parameter) ranks only the messages created before it: the
-    ones a backfill that ran before that instant could have read (AC-21b, AC-22). Without
-    ``texts`` the :data:`READ_BY_ID` fields are left out (see :func:`backfill_select`).
-    With ``key_tokens`` the :data:`COMPARED_AS_TOKENS` fields ranked by or returned are their
-    :class:`~kandev_dq.sql.compared.key_token`, for a reader comparing them: the same ranks,
-    and a huge key, task or turn id never passes whole through the sort.
+    ones a backfill that ran before that instant could have read (AC-21b, AC-22). With
+    ``handle`` (SQLite; see :func:`row_handle`) each row carries its message's ``handle``
+    instead of its id, session and :data:`READ_BY_ID` fields, for a reader that takes them
+    from the message by it (see :func:`backfill_select`); the ids are then ranked by
+    :func:`~kandev_dq.sql.compared.byte_order`, the same order with no id held whole.
+    With ``key_tokens`` the :data:`COMPARED_AS_TOKENS` fields ranked by or returned, and a
+    session ranked by, are their :class:`~kandev_dq.sql.compared.key_token`, for a reader
+    comparing them: the same ranks, and no huge value passes whole through the sort.
 
-    The messages are read once, ranked with their fields, except on SQLite with ``texts``:
-    there the window sorts ids and keys only and each message's fields are read after it, by
-    id, so that no value of unbounded size passes through the sort (one 50 MB description held
-    there cost SQLite several copies of it). PostgreSQL sorts on the server, spilling to disk.
+    The messages are read once, ranked with their fields, except on SQLite without
+    ``handle`` (the migration's insert): there the window sorts ids and keys only and each
+    message's fields are read after it, by id, so that no value of unbounded size passes
+    through the sort (one 50 MB description held there cost SQLite several copies of it).
+    PostgreSQL sorts on the server, spilling to disk.
     """
 
     def ranked_by_recency(read: sa.Subquery, *columns) -> sa.Select:
+        ids = (
+            (_id_order(read.c.id_head, dialect_name), read.c.id_after)
+            if handle
+            else (_id_order(read.c.id, dialect_name),)
+        )
         rank = sa.func.row_number().over(
             partition_by=(read.c.task_session_id, read.c.tool_call_id),
-            order_by=(
-                utc_instant(read.c.created_at).desc(),
-                _id_order(read.c.id, dialect_name).desc(),
-            ),
+            order_by=(utc_instant(read.c.created_at).desc(), *(c.desc() for c in ids)),
         )
         existed = [before(read.c.created_at, created_before)] if created_before is not None else []
         return sa.select(*columns, rank.label("rank")).where(qualifies(read), *existed)
 
-    bounded = tuple(name for name in _FIELDS if name not in READ_BY_ID)
-    only = None if texts else bounded
-    if dialect_name != "sqlite" or not texts:
-        sm = subagent_messages("msg", only=only, reads_most_fields=True)
+    if handle is not None:
+        # Keyed by handle: the id only ranks and the session only partitions (AC-21b); neither
+        # is carried past the sort.
+        ranking = ("id", "task_session_id")
+        only = tuple(name for name in _FIELDS if name not in READ_BY_ID or name in ranking)
+        sm = subagent_messages("msg", only=only, reads_most_fields=True, handle=handle)
+        session = sm.c.task_session_id
+        peers = schema.task_session_messages.alias("id_peers").c.id
+        read = [
+            *(
+                key_token(c).label(c.name) if key_tokens and c.name in COMPARED_AS_TOKENS else c
+                for c in sm.c
+                if c.name not in ranking
+            ),
+            (stored_key_token(session) if key_tokens else session).label("task_session_id"),
+            *(k.label(name) for k, name in zip(byte_order(sm.c.id, peers), _ID_KEYS, strict=True)),
+        ]
+        fields = read_once(sa.select(*read)).subquery("msg_fields")
+        return ranked_by_recency(fields, *(c for c in fields.c if c.name not in _ID_KEYS)).subquery(
+            "ranked"
+        )
+    if dialect_name != "sqlite":
+        sm = subagent_messages("msg", reads_most_fields=True)
         # Fenced: the sort then carries the fields, not each message's document and text.
         # With key_tokens, the token is taken before the sort, which then never holds the key.
         read = [
@@ -295,12 +339,16 @@ def winners(
         "keyed", only=("id", "task_session_id", "task_id", "created_at", "tool_call_id")
     )
     ranked = ranked_by_recency(keyed, keyed.c.id).subquery("ranked_ids")
-    sm = subagent_messages("msg", only=only, reads_most_fields=True)
+    sm = subagent_messages("msg", reads_most_fields=True)
     return (
         sa.select(sm, ranked.c.rank)
         .join_from(sm, ranked, ranked.c.id == sm.c.id)
         .subquery("ranked")
     )
+
+
+#: The columns :func:`~kandev_dq.sql.compared.byte_order` gives a ranked id.
+_ID_KEYS = ("id_head", "id_after")
 
 
 class _whole(FunctionElement):  # noqa: N801 - reads as a SQL function
@@ -355,37 +403,30 @@ def backfill_select(
     dialect_name: str,
     created_before: sa.BindParameter | None = None,
     *,
-    texts: bool = True,
+    handle: str | None = None,
     key_tokens: bool = False,
 ) -> sa.Select:
     """The rows the backfill inserts, in :data:`BACKFILL_COLUMNS` order (CONTRACT §4 table);
     with ``created_before``, the rows a backfill that ran before that instant inserted.
 
-    Without ``texts``, the :data:`READ_BY_ID` columns are left out (the :data:`UNBOUNDED_TEXT`
-    ones, ``settled_at`` and ``updated_at``), for a reader that takes them from the message by
-    id: SQLite materialises a subquery joined as these rows are in the backfill
-    reconciliation, a copy of each value and one more as it is read back (a 50 MB
-    description cost 100 MB that way; a 50 MB ``updated_at``, in two columns, twice that).
-    With ``key_tokens`` the ``tool_call_id`` is its token (see :func:`winners`), for the
-    reconciliation's join."""
-    r = winners(dialect_name, created_before, texts=texts, key_tokens=key_tokens)
+    With ``handle`` (SQLite, see :func:`winners`), each row names its message by ``handle``
+    instead of carrying its ``id``, ``task_session_id`` and :data:`READ_BY_ID` columns (the
+    :data:`UNBOUNDED_TEXT` ones, ``settled_at`` and ``updated_at``), for a reader that takes
+    them from the message: SQLite materialises a subquery joined as these rows are in the
+    backfill reconciliation, a copy of each value and one more as it is read back (a 50 MB
+    description cost 100 MB that way, a 50 MB message id or session some 850 MB across the
+    sorts and the materialised rows). With ``key_tokens`` the ``tool_call_id`` is its token
+    (see :func:`winners`), for the reconciliation's join."""
+    r = winners(dialect_name, created_before, handle=handle, key_tokens=key_tokens)
     agent_status, tool_status = r.c.agent_status, r.c.tool_status  # '' already read as NULL
-    updated = (
-        (
-            settled_at(tool_status, r.c.updated_at).label("settled_at"),
-            r.c.updated_at.label("updated_at"),
-        )
-        if texts
-        else ()
-    )
+    by_message = handle is None
     return sa.select(
-        r.c.id,
-        r.c.task_session_id,
+        *((r.c.id, r.c.task_session_id) if by_message else (r.c.handle,)),
         r.c.task_id,
         sa.func.nullif(r.c.turn_id, "").label("turn_id"),
         r.c.tool_call_id,
         sa.literal(schema.UNKNOWN_EXECUTION, sa.Text).label("agent_execution_id"),
-        *(r.c[name] for name in UNBOUNDED_TEXT if texts),
+        *(r.c[name] for name in UNBOUNDED_TEXT if by_message),
         agent_status,
         tool_status,
         sa.func.coalesce(r.c.is_async, 0).label("is_async"),
@@ -394,7 +435,14 @@ def backfill_select(
         _metric(r.c.duration_ms, agent_status, keep_zero=False).label("duration_ms"),
         sa.literal("backfill", sa.Text).label("source"),
         r.c.created_at.label("observed_at"),
-        *updated,
+        *(
+            (
+                settled_at(tool_status, r.c.updated_at).label("settled_at"),
+                r.c.updated_at.label("updated_at"),
+            )
+            if by_message
+            else ()
+        ),
     ).where(r.c.rank == 1)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from kandev_dq.contract import tables as schema
+from kandev_dq.sql.dialect import store_traits
 
 EXECUTION_COLUMN = "agent_execution_id"
 SESSION_PARENT = ("task_sessions", ("id",))
@@ -356,3 +357,26 @@ def index_leading(conn: sa.Connection, table: str, columns: tuple[str, ...]) -> 
         ):
             found = ["a UNIQUE constraint"]
     return found[0] if found else None
+
+
+#: The names SQLite gives a rowid table's row number, in the order one is taken: a column of
+#: the same name hides it.
+ROWID_NAMES = ("rowid", "_rowid_", "oid")
+
+
+def message_handle(conn: sa.Connection) -> str | None:
+    """The column a statement names a message row by when it need not carry the message's id
+    (SQLite, which materialises and sorts a value whole at every step that carries it): the
+    rowid (an integer, whatever the id holds) under the first of :data:`ROWID_NAMES` no
+    column hides, else ``id`` (a table without rowid). None where the server holds the
+    copies (PostgreSQL): the id is carried."""
+    if not store_traits(conn).rows_by_rowid:
+        return None
+    table = schema.task_session_messages.name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", sa.exc.SAWarning)
+        inspector = schema_inspector(conn)
+        if inspector.get_table_options(table).get("sqlite_with_rowid") is False:
+            return "id"
+        taken = {c["name"].lower() for c in inspector.get_columns(table)}
+    return next((name for name in ROWID_NAMES if name not in taken), "id")

@@ -20,15 +20,14 @@ class StoreTraits:
     #: (AC-23b, CONTRACT §1); and text is tested for JSON in SQL without aborting the
     #: statement. Else the columns are typed, and metadata that is not JSON is located apart.
     loose_values: bool
-    #: Changed subagent rows are named by their ``rowid`` (SQLite), else by their key.
+    #: Rows are named by their ``rowid`` (SQLite), else by their key: changed subagent rows,
+    #: and the messages the backfill reconciliation and coverage read, whose ids and sessions
+    #: are then never carried through SQLite's sorts and materialised subqueries.
     rows_by_rowid: bool
     #: A small set another read filters by is read first and bound as one array parameter:
     #: the planner, misjudging the set's size, would otherwise repeat a join per row
     #: (PostgreSQL). Else an uncorrelated subquery, computed once by design (SQLite).
     binds_read_sets: bool
-    #: The backfill check reads the unbounded text fields by id after its FULL JOIN, rather
-    #: than carrying them through it: SQLite materialises the joined side, copying each value.
-    texts_after_join: bool
     #: The query giving the server's (or library's) version, and how a report names it.
     version_query: str
     product: str
@@ -40,7 +39,6 @@ _TRAITS = {
         loose_values=True,
         rows_by_rowid=True,
         binds_read_sets=False,
-        texts_after_join=True,
         version_query="SELECT sqlite_version()",
         product="SQLite",
     ),
@@ -49,7 +47,6 @@ _TRAITS = {
         loose_values=False,
         rows_by_rowid=False,
         binds_read_sets=True,
-        texts_after_join=False,
         version_query="SHOW server_version",
         product="PostgreSQL",
     ),
