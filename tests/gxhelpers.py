@@ -134,7 +134,11 @@ for job in json.load(sys.stdin):
     try:
         context = gx.get_context(mode="file", context_root_dir=job["project"])
         assert "kandev_dq" in sys.modules, "the project's context did not load kandev-dq"
-        result = context.checkpoints.get(job["checkpoint"]).run()
+        named = {}
+        if job.get("run_name"):  # as a scheduler names its run
+            from great_expectations.core.run_identifier import RunIdentifier
+            named["run_id"] = RunIdentifier(run_name=job["run_name"])
+        result = context.checkpoints.get(job["checkpoint"]).run(**named)
     except Exception as exc:
         outcomes.append({"raised": type(exc).__name__, "message": str(exc)})
         continue
@@ -156,7 +160,8 @@ print(json.dumps(outcomes))
 
 
 def native_runs(jobs: list[dict], cwd: Path, settings: dict | None = None) -> list[dict]:
-    """Each ``{"project", "url", "checkpoint"}`` run through GX's API in one new interpreter
+    """Each ``{"project", "url", "checkpoint"}`` (and, optionally, ``"run_name"``, the name a
+    scheduler gives the run) run through GX's API in one new interpreter
     (the process environment holds no kandev-dq setting but the store's URL and ``settings``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KANDEV_")} | (settings or {})
     return json.loads(in_a_fresh_interpreter(NATIVE_RUN, cwd, json.dumps(jobs), env))

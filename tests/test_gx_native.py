@@ -190,10 +190,38 @@ def test_a_gx_native_run_is_named_and_recorded_as_check_records_its_runs(
     shown = store_ref(store).shown  # the register's store, where the pages said none
     assert shown in overview and shown in index and "a store not recorded" not in index
 
+    # The key ledger's first sightings and the write-once baseline name the run that took
+    # them, not "a run through GX's API" (the metric runs before the run has its name).
+    assert ledger_run_names(project) == {run.run_name}
+
     report = run_check(project, store, "nightly")
     assert report.run_name == run.run_name  # one name for the checkpoint on this store
     assert report.changes["previous_run"] == run.run_time
     assert [r.run_name for r in history(project, store).runs] == [run.run_name] * 2
+
+
+def ledger_run_names(project: Path) -> set[str]:
+    """The run names the project's key ledger and baselines were recorded under."""
+    with sqlite3.connect(project / "uncommitted" / "records.db") as db:
+        return {
+            row[0]
+            for table in ("kandev_dq_key_ledger", "kandev_dq_baselines")
+            for row in db.execute(f"SELECT run_name FROM {table}")
+        }
+
+
+def test_a_run_a_scheduler_names_is_the_run_its_ledger_records_name(
+    sqlite_target, built_project, tmp_path
+):
+    """A scheduler naming its run (``run_id=RunIdentifier(run_name=...)``): the key ledger's
+    first sightings and baseline carry that name; a second run, recording nothing new, renames
+    nothing."""
+    materialise("healthy_baseline", sqlite_target.url)
+    project = private_project(built_project, tmp_path / "project")
+    job = {"project": str(project), "url": sqlite_target.url, "checkpoint": "nightly"}
+    [first, second] = native_runs([job | {"run_name": "cron-0600"}, job], tmp_path)
+    assert first["success"] and second["success"]
+    assert ledger_run_names(project) == {"cron-0600"}
 
 
 def _add_expectation(project: Path, suite: str, expectation: dict) -> None:

@@ -17,11 +17,13 @@ hold, so every key and page GX writes for the run carries the name.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.expectations.base import take_validated_engine
 from kandev_dq.project.deviations import checkpoint_by_id
 from kandev_dq.records import Records
@@ -31,9 +33,52 @@ from kandev_dq.records.results import RuleResult, rule_result
 from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import gx_facts
 from kandev_dq.store.observe import observe_subagents
+from kandev_dq.verdicts import VERDICTS
 
 #: The facts a run's record starts with, read once per run through GX's API.
 RUN_RECORD = "kandev.run_record"
+#: The run name the key ledger records a run through GX's API under until the run is named
+#: (and keeps where it never is: a suite validated outside a checkpoint).
+UNNAMED_RUN = "a run through GX's API"
+
+
+@dataclass
+class _Unnamed:
+    """What the write-once metric recorded on this thread under :data:`UNNAMED_RUN`."""
+
+    records: Records
+    identity: str
+    key_names: list[str]
+    baseline: bool
+
+
+#: The write-once metric's unnamed records on this thread, given the run's name when its
+#: suite's result is stored (the metric runs in the suite, before that).
+_unnamed = threading.local()
+
+
+def recorded_unnamed(records: Records, identity: str, key_names: list[str], baseline: bool) -> None:
+    """Note what the key ledger recorded under :data:`UNNAMED_RUN` on this thread (replacing
+    what an earlier validation that stored no result left)."""
+    _unnamed.found = _Unnamed(records, identity, key_names, baseline)
+
+
+#: The rules reading the key ledger: a suite holding none recorded nothing in it.
+_LEDGER_RULES = frozenset(
+    name for name, verdict in VERDICTS.items() if WRITE_ONCE_LEDGER in verdict.judged_metrics
+)
+
+
+def _name_what_was_recorded(suite_result, run_name: str | None) -> None:
+    """Give what the key ledger recorded under :data:`UNNAMED_RUN` while ``suite_result`` was
+    validated ``run_name``, the run's name once it has one; forgotten either way, so a later
+    run is never credited with it."""
+    found, _unnamed.found = getattr(_unnamed, "found", None), None
+    ledger_read = any(r.expectation_config.type in _LEDGER_RULES for r in suite_result.results)
+    if found is not None and ledger_read and run_name:
+        found.records.name_the_run(
+            found.identity, found.key_names, found.baseline, UNNAMED_RUN, run_name
+        )
 
 
 @dataclass
@@ -56,12 +101,13 @@ def name_and_record(records: Records, project: Path, suite_result, run_id) -> No
     of kandev-dq's rules, whose store no kandev-dq metric read)."""
     engine = take_validated_engine()  # this suite's store, taken whichever run it is
     run = _open.get((run_id.run_name, run_key(run_id))) if run_id.run_name else None
-    if run is None:
-        if run_id.run_name is not None:
-            return
+    if run is None and run_id.run_name is None:
         run = _start(records, project, suite_result, run_id, engine)
-        if run is None:
-            return
+    # The ledger's first sightings and baseline name the run that recorded them: this one,
+    # named by kandev-dq above or by the user.
+    _name_what_was_recorded(suite_result, run_id.run_name)
+    if run is None:
+        return
     run.results += [rule_result(r, suite=suite_result.suite_name) for r in suite_result.results]
     run.success = run.success and bool(suite_result.success)
     run.suites_left -= 1

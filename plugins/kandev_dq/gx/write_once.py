@@ -18,6 +18,7 @@ from kandev_dq.contract.rule_index import WRITE_ONCE_LEDGER
 from kandev_dq.errors import KandevDqError
 from kandev_dq.expectations.base import register_metric
 from kandev_dq.gx import adapter as gx_adapter
+from kandev_dq.gx.native_runs import UNNAMED_RUN, recorded_unnamed
 from kandev_dq.gx.results_store import RecordsStoreBackend
 from kandev_dq.records import Records, refuse_the_store
 from kandev_dq.records.identity import accept_options, validated_store, validated_store_key
@@ -25,18 +26,20 @@ from kandev_dq.sql.keys import read_keys
 from kandev_dq.store.access import gx_facts
 from kandev_dq.store.snapshot import pin_of
 
-#: The run name a first sighting records when GX's own API runs the checkpoint: GX does not
-#: hand a metric the run's identifier.
-GX_API_RUN = "a run through GX's API"
-
 
 def take_ledger(
-    records: Records, identity: str, keys: dict[str, str | None], run_name: str
+    records: Records, identity: str, keys: dict[str, str | None], run_name: str | None
 ) -> dict[str, Any]:
     """Record this run's first sightings (insert-if-absent: concurrent runs agree) and return
-    what the rules judge: each key's expected value and the store's baseline."""
-    baseline = records.take_baseline(identity, run_name)
-    records.record_first_sightings(identity, keys, run_name)
+    what the rules judge: each key's expected value and the store's baseline. A run not yet
+    named (GX's own API: GX hands a metric no run identifier) records under
+    :data:`~kandev_dq.gx.native_runs.UNNAMED_RUN`, and its results store gives what it recorded
+    the run's name once it has one (:func:`~kandev_dq.gx.native_runs.name_and_record`)."""
+    recorded_as = run_name or UNNAMED_RUN
+    baseline = records.take_baseline(identity, recorded_as)
+    sighted = records.record_first_sightings(identity, keys, recorded_as)
+    if run_name is None:
+        recorded_unnamed(records, identity, sighted, baseline.recorded_now)
     return {
         "first_seen": records.expected_values(identity),
         "baseline": baseline.parameter(),
@@ -67,7 +70,7 @@ def write_once_ledger(execution_engine, params: dict[str, Any]) -> dict[str, Any
     refuse_the_store(records.ref, store)
     keys = gx_facts(gx_engine, "kandev.write_once_keys", read_keys)
     pin = pin_of(gx_engine)
-    run_name = pin.run_name if pin is not None and pin.run_name else GX_API_RUN
+    run_name = pin.run_name if pin is not None and pin.run_name else None
     ledger = take_ledger(records, validated_store_key(records, gx_engine), keys, run_name)
     return ledger | accept_options(store, records)
 

@@ -4,7 +4,9 @@ Append-only: ``UNIQUE(store_identity, key_name)`` and insert-if-absent, then the
 read back, so concurrent checks lose no first sighting and all agree. A legitimate reset (a
 restored backup) is an *accept*: a new row with its time, user and reason, never an update or a
 delete of the first sighting. Each store's write-once *baseline* (the run that first recorded
-it) is kept, so a first run says that rewrites before it cannot be seen.
+it) is kept, so a first run says that rewrites before it cannot be seen. The one update is of
+a name: a run through GX's API is named only after its first suite, so what it recorded before
+is given that name then (:meth:`Ledger.name_the_run`).
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ class Ledger:
 
     def record_first_sightings(
         self, identity: str, keys: dict[str, str | None], run_name: str, source: str = FROM_RUN
-    ) -> None:
-        """Insert each present key's value unless a first value is already recorded."""
+    ) -> list[str]:
+        """Insert each present key's value unless a first value is already recorded; the names
+        of the keys this call recorded."""
         rows = [
             {
                 "store_identity": identity,
@@ -57,11 +60,41 @@ class Ledger:
             if value is not None
         ]
         if not rows:
-            return
-        statement = insert_if_absent(self.dialect, key_ledger, ["store_identity", "key_name"])
+            return []
+        statement = insert_if_absent(
+            self.dialect, key_ledger, ["store_identity", "key_name"]
+        ).returning(key_ledger.c.key_name)
+        recorded: list[str] = []
         with self.engine.begin() as conn:
             for row in rows:  # one at a time: each is decided by the database alone
-                conn.execute(statement, row)
+                recorded += conn.execute(statement, row).scalars()
+        return recorded
+
+    def name_the_run(
+        self, identity: str, key_names: list[str], baseline: bool, unnamed: str, run_name: str
+    ) -> None:
+        """Give the first sightings of ``key_names`` and, with ``baseline``, the baseline of
+        ``identity``, recorded under ``unnamed`` by a run not yet named then, that run's
+        ``run_name``: each row this run recorded, never another run's."""
+        if not key_names and not baseline:
+            return
+        with self.engine.begin() as conn:
+            if key_names:
+                conn.execute(
+                    key_ledger.update()
+                    .where(
+                        key_ledger.c.store_identity == identity,
+                        key_ledger.c.key_name.in_(key_names),
+                        key_ledger.c.run_name == unnamed,
+                    )
+                    .values(run_name=run_name)
+                )
+            if baseline:
+                conn.execute(
+                    baselines.update()
+                    .where(baselines.c.store_identity == identity, baselines.c.run_name == unnamed)
+                    .values(run_name=run_name)
+                )
 
     def take_baseline(self, identity: str, run_name: str, source: str = FROM_RUN) -> Baseline:
         """The store's write-once baseline; taken now when none was (``recorded_now``)."""
