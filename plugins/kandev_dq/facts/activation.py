@@ -173,8 +173,8 @@ def _uncovered(covered_until: sa.BindParameter, *, tokens: bool, handle: str | N
 
     read = [as_read(c) for c in keyed.c if not (handle and c.name == "id")]
     if handle:
-        peers = messages.alias("id_peers").c.id
-        read += [k.label(n) for k, n in zip(byte_order(keyed.c.id, peers), _ID_KEYS, strict=True)]
+        ids = byte_order(keyed.c.id, keyed.c.task_session_id, messages.alias("id_peers"))
+        read += [key.label(name) for key, name in zip(ids, _ID_KEYS, strict=True)]
     sm = read_once(sa.select(*read)).subquery("keyed_messages")
     if handle:
         message = messages.alias("uncovered_message")

@@ -105,14 +105,19 @@ def key_shown(token: sa.ColumnElement) -> sa.ColumnElement:
     )
 
 
-def byte_order(column: sa.ColumnElement, peers: sa.ColumnElement) -> tuple[sa.ColumnElement, ...]:
-    """Sort keys ordering ``column`` (a message id) exactly as its bytes order, none holding
-    more than :data:`KEY_COMPARED_BYTES` bytes of it (SQLite): the id itself within the limit,
-    else its first bytes (of its own type, so types still order as SQLite orders them); then,
-    for a longer id, how many of ``peers`` (the stored ids it is one of) lie between that head
-    and itself. Ids sharing a head lie in that range, so the count grows with the id; a shorter
-    id equal to the head counts 0 and is the smaller. A sorter holding the id whole kept 50 MB
-    per copy (AC-21b's tie-break)."""
+def byte_order(
+    column: sa.ColumnElement, session: sa.ColumnElement, peers: sa.FromClause
+) -> tuple[sa.ColumnElement, ...]:
+    """Sort keys ordering ``column`` (the id of a message of ``session``) among its session's
+    messages exactly as its bytes order, none holding more than :data:`KEY_COMPARED_BYTES`
+    bytes of it (SQLite): the id itself within the limit, else its first bytes (of its own
+    type, so types still order as SQLite orders them); then, for a longer id, how many of the
+    session's messages (read from ``peers``, a messages table) have an id between that head
+    and itself. Ids sharing a head lie in that range, so the count grows with the id; a
+    shorter id equal to the head counts 0 and is the smaller. A sorter holding the id whole
+    kept 50 MB per copy (AC-21b's tie-break). The ids AC-21b ranks together share a session:
+    counted there, many long ids sharing a head cost what one session's rows already cost
+    the reconciliation's join (docs/reliability.md, Known limits), not their number squared."""
     short = _octets(column) <= KEY_COMPARED_BYTES
     cut = (sa.literal_column("1"), sa.literal_column(str(KEY_COMPARED_BYTES)))
     head = sa.case(
@@ -120,9 +125,10 @@ def byte_order(column: sa.ColumnElement, peers: sa.ColumnElement) -> tuple[sa.Co
         (sa.func.typeof(column) == "blob", sa.func.substr(column, *cut)),
         else_=sa.cast(sa.func.substr(sa.cast(column, sa.LargeBinary), *cut), sa.Text),
     ).collate("BINARY")
+    peer = peers.c.id.collate("BINARY")
     between = (
         sa.select(sa.func.count())
-        .where(peers.collate("BINARY") >= head, peers.collate("BINARY") < column)
+        .where(peers.c.task_session_id == session, peer >= head, peer < column)
         .scalar_subquery()
     )
     return head, sa.case((short, sa.literal_column("0")), else_=between)

@@ -280,9 +280,10 @@ def winners(
     instead of its id, session and :data:`READ_BY_ID` fields, for a reader that takes them
     from the message by it (see :func:`backfill_select`); the ids are then ranked by
     :func:`~kandev_dq.sql.compared.byte_order`, the same order with no id held whole.
-    With ``key_tokens`` the :data:`COMPARED_AS_TOKENS` fields ranked by or returned, and a
-    session ranked by, are their :class:`~kandev_dq.sql.compared.key_token`, for a reader
-    comparing them: the same ranks, and no huge value passes whole through the sort.
+    With ``key_tokens`` the :data:`COMPARED_AS_TOKENS` fields ranked by or returned (and,
+    with ``handle``, the session ranked by) are their
+    :class:`~kandev_dq.sql.compared.key_token`, for a reader comparing them: the same ranks,
+    and no huge value passes whole through the sort.
 
     The messages are read once, ranked with their fields, except on SQLite without
     ``handle`` (the migration's insert): there the window sorts ids and keys only and each
@@ -311,7 +312,8 @@ def winners(
         only = tuple(name for name in _FIELDS if name not in READ_BY_ID or name in ranking)
         sm = subagent_messages("msg", only=only, reads_most_fields=True, handle=handle)
         session = sm.c.task_session_id
-        peers = schema.task_session_messages.alias("id_peers").c.id
+        peers = schema.task_session_messages.alias("id_peers")
+        ids = byte_order(sm.c.id, session, peers)
         read = [
             *(
                 key_token(c).label(c.name) if key_tokens and c.name in COMPARED_AS_TOKENS else c
@@ -319,7 +321,7 @@ def winners(
                 if c.name not in ranking
             ),
             (stored_key_token(session) if key_tokens else session).label("task_session_id"),
-            *(k.label(name) for k, name in zip(byte_order(sm.c.id, peers), _ID_KEYS, strict=True)),
+            *(key.label(name) for key, name in zip(ids, _ID_KEYS, strict=True)),
         ]
         fields = read_once(sa.select(*read)).subquery("msg_fields")
         return ranked_by_recency(fields, *(c for c in fields.c if c.name not in _ID_KEYS)).subquery(
